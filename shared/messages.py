@@ -1,0 +1,109 @@
+"""Messages between the pool and its workers, and the results a stream yields.
+
+Frozen dataclasses, never positional tuples. Worker-to-parent messages are small (text and
+a few numbers) and cross the result pipe pickled; audio goes the other way through the slab.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SAMPLE_RATE = 16000
+SAMPLES_PER_CHUNK_UNIT = 960  # FunASR's chunk_size counts 60 ms units at 16 kHz
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """Per-stream decoding settings, as FunASR's streaming Paraformer takes them.
+
+    ``chunk_size`` is in 60 ms units: ``(look-back, chunk, look-ahead)``; ``(0, 10, 5)`` is
+    a 600 ms chunk with 300 ms of look-ahead.
+    """
+
+    chunk_size: tuple[int, int, int] = (0, 10, 5)
+    encoder_chunk_look_back: int = 4
+    decoder_chunk_look_back: int = 1
+
+    def __post_init__(self) -> None:
+        if len(self.chunk_size) != 3 or any(
+            not isinstance(v, int) or not 0 <= v <= 0xFFFF for v in self.chunk_size
+        ):
+            raise ValueError("chunk_size must be three integers in 0..65535")
+        if self.chunk_size[1] <= 0:
+            raise ValueError("chunk_size[1] (the chunk length) must be positive")
+        for look_back in (self.encoder_chunk_look_back, self.decoder_chunk_look_back):
+            if not isinstance(look_back, int) or not 0 <= look_back <= 0xFFFF:
+                raise ValueError("look-back values must be integers in 0..65535")
+
+    @property
+    def chunk_samples(self) -> int:
+        """Samples in one model chunk: ``chunk_size[1] x 60 ms``."""
+        return self.chunk_size[1] * SAMPLES_PER_CHUNK_UNIT
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """One result of a stream: one per audio piece sent, and a final one at the end.
+
+    ``text`` is the new text of this piece for streaming engines (a delta), the whole text
+    for the final result of whole-utterance engines. ``queue_ms`` is the time the piece
+    waited between the parent's send and the worker picking it up; ``compute_ms`` the time
+    of the engine step that processed it (with ``batch_size`` items).
+    """
+
+    stream_id: int
+    seq: int
+    text: str
+    is_final: bool
+    queue_ms: float = 0.0
+    compute_ms: float = 0.0
+    batch_size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    stream_id: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsFreed:
+    """Slots the worker has copied out of and the parent may fill again."""
+
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReady:
+    pid: int
+    engine: str
+    device: str
+    load_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoadFailed:
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStopped:
+    """The worker's last message before a clean exit."""
+
+    streams_dropped: int = 0
+
+
+WorkerMessage = (
+    StreamResult | StreamFailed | SlotsFreed | WorkerReady | WorkerLoadFailed | WorkerStopped
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """What a worker loads: an engine by name, its model directory, its device."""
+
+    engine: str
+    device: str = "cpu"
+    model_dir: str | None = None
+    threads: int = 1
+    stream_idle_timeout_s: float = 300.0

@@ -1,0 +1,86 @@
+"""Settings of the worker pool, read from environment variables (``ASR_*``).
+
+Pure data: resolving a model name to a directory happens in ``workers.models``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Transport = Literal["shm", "queue"]
+
+DEFAULT_MODEL = "paraformer-zh-streaming"
+
+
+def _parse_devices(value: str) -> tuple[str, ...]:
+    devices = tuple(d.strip() for d in value.split(",") if d.strip())
+    if not devices:
+        raise ValueError("ASR_DEVICES must name at least one device, e.g. 'cpu' or 'cuda:0'")
+    for device in devices:
+        if device != "cpu" and not device.startswith("cuda"):
+            raise ValueError(f"unknown device {device!r} in ASR_DEVICES (use cpu or cuda:N)")
+    return devices
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """How many workers, on which devices, loading what, talking over which transport."""
+
+    model: str = DEFAULT_MODEL
+    devices: tuple[str, ...] = ("cpu",)
+    workers_per_device: int = 1
+    transport: Transport = "shm"
+    threads_per_worker: int = 1
+    slot_bytes: int = 32768  # ~1 s of 16 kHz int16: a 600 ms chunk fits one slot
+    slots_per_worker: int = 64
+    max_batch: int = 32
+    stream_window: int = 256  # results a stream may have unread before send() waits
+    stream_idle_timeout_s: float = 300.0
+    start_timeout_s: float = 300.0
+    stop_timeout_s: float = 10.0
+    model_cache_dir: str = field(
+        default_factory=lambda: os.path.expanduser("~/.cache/asr-gateway/models")
+    )
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("shm", "queue"):
+            raise ValueError(f"transport must be 'shm' or 'queue', not {self.transport!r}")
+        if self.workers_per_device < 1 or self.threads_per_worker < 1:
+            raise ValueError("workers per device and threads per worker must be at least 1")
+        if self.slot_bytes <= 0 or self.slot_bytes % 2:
+            raise ValueError("slot_bytes must be a positive even number")
+        if self.slots_per_worker < 1 or self.max_batch < 1 or self.stream_window < 1:
+            raise ValueError("slots, max batch and stream window must be at least 1")
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        """One entry per worker process: every device, ``workers_per_device`` times."""
+        return tuple(d for d in self.devices for _ in range(self.workers_per_device))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        transport = env.get("ASR_TRANSPORT", defaults.transport)
+        if transport not in ("shm", "queue"):
+            raise ValueError(f"ASR_TRANSPORT must be 'shm' or 'queue', not {transport!r}")
+        return cls(
+            model=env.get("ASR_MODEL", defaults.model),
+            devices=_parse_devices(env.get("ASR_DEVICES", ",".join(defaults.devices))),
+            workers_per_device=int(env.get("ASR_WORKERS_PER_DEVICE", defaults.workers_per_device)),
+            transport=transport,
+            threads_per_worker=int(env.get("ASR_THREADS_PER_WORKER", defaults.threads_per_worker)),
+            slot_bytes=int(env.get("ASR_SLOT_BYTES", defaults.slot_bytes)),
+            slots_per_worker=int(env.get("ASR_SLOTS_PER_WORKER", defaults.slots_per_worker)),
+            max_batch=int(env.get("ASR_MAX_BATCH", defaults.max_batch)),
+            stream_window=int(env.get("ASR_STREAM_WINDOW", defaults.stream_window)),
+            stream_idle_timeout_s=float(
+                env.get("ASR_STREAM_IDLE_TIMEOUT", defaults.stream_idle_timeout_s)
+            ),
+            start_timeout_s=float(env.get("ASR_WORKER_START_TIMEOUT", defaults.start_timeout_s)),
+            stop_timeout_s=float(env.get("ASR_WORKER_STOP_TIMEOUT", defaults.stop_timeout_s)),
+            model_cache_dir=env.get("ASR_MODEL_CACHE", defaults.model_cache_dir),
+        )

@@ -1,0 +1,237 @@
+"""Build random-weight FunASR Paraformer model directories with the real architectures.
+
+Model hubs are unreachable from our machines, so tests and benchmarks run on models that
+have exactly the real shapes (from the reference configs) and random weights. The output
+directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``config.yaml``,
+``model.pt``, ``tokens.json`` and ``am.mvn``.
+
+Usage: ``python -m workers.synthetic OUT_DIR --kind streaming|offline --size tiny|large``
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+ModelKind = Literal["streaming", "offline"]
+ModelSize = Literal["tiny", "large"]
+
+LFR_DIM = 80 * 7
+# Paraformer's token conventions: <blank>=0, <s>=1, </s>=2, <unk> last.
+LARGE_VOCAB = 8404
+TINY_VOCAB = 300
+# The CIF predictor fires a token each time its summed weights cross 1.0; with alpha near
+# 0.3 per encoder frame (~100 ms after LFR) it emits about 3 tokens per 600 ms chunk,
+# roughly the rate of real speech, so the decoder does real work on every chunk.
+PREDICTOR_TARGET_ALPHA = 0.3
+
+_ENCODER_LARGE: dict[str, Any] = {
+    "output_size": 512,
+    "attention_heads": 4,
+    "linear_units": 2048,
+    "num_blocks": 50,
+    "dropout_rate": 0.1,
+    "positional_dropout_rate": 0.1,
+    "attention_dropout_rate": 0.1,
+    "pos_enc_class": "SinusoidalPositionEncoder",
+    "normalize_before": True,
+    "kernel_size": 11,
+    "sanm_shfit": 0,
+    "selfattention_layer_type": "sanm",
+}
+_ENCODER_TINY: dict[str, Any] = {
+    **_ENCODER_LARGE,
+    "output_size": 64,
+    "linear_units": 128,
+    "num_blocks": 2,
+}
+_DECODER_LARGE: dict[str, Any] = {
+    "attention_heads": 4,
+    "linear_units": 2048,
+    "num_blocks": 16,
+    "dropout_rate": 0.1,
+    "positional_dropout_rate": 0.1,
+    "self_attention_dropout_rate": 0.1,
+    "src_attention_dropout_rate": 0.1,
+    "att_layer_num": 16,
+    "kernel_size": 11,
+}
+_DECODER_TINY: dict[str, Any] = {
+    **_DECODER_LARGE,
+    "linear_units": 128,
+    "num_blocks": 1,
+    "att_layer_num": 1,
+}
+_STREAMING_ENCODER_EXTRA: dict[str, Any] = {
+    "input_layer": "pe_online",
+    "chunk_size": [12, 15],
+    "stride": [8, 10],
+    "pad_left": [0, 0],
+    "encoder_att_look_back_factor": [4, 4],
+    "decoder_att_look_back_factor": [1, 1],
+}
+_SPECAUG: dict[str, Any] = {
+    "apply_time_warp": False,
+    "time_warp_window": 5,
+    "time_warp_mode": "bicubic",
+    "apply_freq_mask": True,
+    "freq_mask_width_range": [0, 30],
+    "lfr_rate": 6,
+    "num_freq_mask": 1,
+    "apply_time_mask": True,
+    "time_mask_width_range": [0, 12],
+    "num_time_mask": 1,
+}
+
+
+def build_config(kind: ModelKind, size: ModelSize) -> dict[str, Any]:
+    """The config.yaml of the reference architecture (``shared/reference/*.yaml``)."""
+    streaming = kind == "streaming"
+    encoder = copy.deepcopy(_ENCODER_TINY if size == "tiny" else _ENCODER_LARGE)
+    decoder = copy.deepcopy(_DECODER_TINY if size == "tiny" else _DECODER_LARGE)
+    if streaming:
+        encoder.update(copy.deepcopy(_STREAMING_ENCODER_EXTRA))
+        decoder["sanm_shfit"] = 5
+    else:
+        encoder["input_layer"] = "pe"
+        decoder["sanm_shfit"] = 0
+    return {
+        "model": "ParaformerStreaming" if streaming else "Paraformer",
+        "model_conf": {
+            "ctc_weight": 0.0,
+            "lsm_weight": 0.1,
+            "length_normalized_loss": True,
+            "predictor_weight": 1.0,
+            "predictor_bias": 1,
+            "sampling_ratio": 0.75,
+        },
+        "encoder": "SANMEncoderChunkOpt" if streaming else "SANMEncoder",
+        "encoder_conf": encoder,
+        "decoder": "ParaformerSANMDecoder",
+        "decoder_conf": decoder,
+        "predictor": "CifPredictorV2",
+        "predictor_conf": {
+            "idim": encoder["output_size"],
+            "threshold": 1.0,
+            "l_order": 1,
+            "r_order": 1,
+            "tail_threshold": 0.45,
+        },
+        "frontend": "WavFrontendOnline" if streaming else "WavFrontend",
+        "frontend_conf": {
+            "fs": 16000,
+            "window": "hamming",
+            "n_mels": 80,
+            "frame_length": 25,
+            "frame_shift": 10,
+            # The default dither of 1.0 adds random noise: outputs would not be reproducible.
+            "dither": 0.0,
+            "lfr_m": 7,
+            "lfr_n": 6,
+        },
+        "specaug": "SpecAugLFR",
+        "specaug_conf": copy.deepcopy(_SPECAUG),
+        "tokenizer": "CharTokenizer",
+        "tokenizer_conf": {"unk_symbol": "<unk>", "split_with_space": True},
+        "ctc_conf": {
+            "dropout_rate": 0.0,
+            "ctc_type": "builtin",
+            "reduce": True,
+            "ignore_nan_grad": True,
+        },
+        "normalize": None,
+    }
+
+
+def build_tokens(vocab_size: int) -> list[str]:
+    """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``."""
+    body = [chr(0x4E00 + i) for i in range(vocab_size - 4)]
+    return ["<blank>", "<s>", "</s>", *body, "<unk>"]
+
+
+def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
+    """Kaldi nnet-format CMVN, as funasr's WavFrontend reads it from ``am.mvn``."""
+    dim = len(means)
+    shift = " ".join(f"{-m:.6f}" for m in means)
+    scale = " ".join(f"{s:.6f}" for s in inv_stds)
+    return (
+        "<Nnet>\n"
+        f"<Splice> {dim} {dim}\n[ 0 ]\n"
+        f"<AddShift> {dim} {dim}\n<LearnRateCoef> 0 [ {shift} ]\n"
+        f"<Rescale> {dim} {dim}\n<LearnRateCoef> 0 [ {scale} ]\n"
+        "</Nnet>\n"
+    )
+
+
+def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0) -> Path:
+    """Write a loadable random-weight model directory; deterministic for a seed."""
+    import torch
+    from funasr.register import tables
+
+    # Importing funasr's model packages fills the registry tables.
+    import funasr.models.paraformer.model
+    import funasr.models.paraformer_streaming.model  # noqa: F401
+
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = build_config(kind, size)
+    tokens = build_tokens(TINY_VOCAB if size == "tiny" else LARGE_VOCAB)
+
+    torch.manual_seed(seed)
+    model_class = tables.model_classes[config["model"]]
+    kwargs: dict[str, Any] = {**config, **config["model_conf"]}
+    kwargs.update(input_size=LFR_DIM, vocab_size=len(tokens))
+    model = model_class(**kwargs)
+    _tune_predictor(model)
+    model.eval()
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    means = (torch.rand(LFR_DIM, generator=generator) * 4 + 8).tolist()
+    inv_stds = (torch.rand(LFR_DIM, generator=generator) * 0.2 + 0.2).tolist()
+
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (out_dir / "tokens.json").write_text(json.dumps(tokens, ensure_ascii=False))
+    (out_dir / "am.mvn").write_text(format_cmvn(means, inv_stds))
+    torch.save(model.state_dict(), out_dir / "model.pt")
+    return out_dir
+
+
+def _tune_predictor(model: Any) -> None:
+    """Make the CIF predictor fire at about the rate of real speech.
+
+    With random weights the predictor's sigmoid sits near 0.5 or saturates, so it fires
+    erratically or never, and the decoder would never run. A small output weight and a bias
+    of logit(alpha) give alphas close to alpha whatever the encoder says.
+    """
+    import torch
+
+    output = model.predictor.cif_output
+    with torch.no_grad():
+        output.weight.mul_(0.01)
+        output.bias.fill_(math.log(PREDICTOR_TARGET_ALPHA / (1 - PREDICTOR_TARGET_ALPHA)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workers.synthetic",
+        description="Build a random-weight FunASR Paraformer model directory.",
+    )
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--kind", choices=["streaming", "offline"], default="streaming")
+    parser.add_argument("--size", choices=["tiny", "large"], default="tiny")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    path = build_model_dir(args.out_dir, args.kind, args.size, args.seed)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
