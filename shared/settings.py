@@ -64,9 +64,14 @@ class PoolSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
         env = os.environ if environ is None else environ
         defaults = cls()
-        transport = env.get("ASR_TRANSPORT", defaults.transport)
-        if transport not in ("shm", "queue"):
-            raise ValueError(f"ASR_TRANSPORT must be 'shm' or 'queue', not {transport!r}")
+        transport_name = env.get("ASR_TRANSPORT", defaults.transport)
+        transport: Transport
+        if transport_name == "shm":
+            transport = "shm"
+        elif transport_name == "queue":
+            transport = "queue"
+        else:
+            raise ValueError(f"ASR_TRANSPORT must be 'shm' or 'queue', not {transport_name!r}")
         return cls(
             model=env.get("ASR_MODEL", defaults.model),
             devices=_parse_devices(env.get("ASR_DEVICES", ",".join(defaults.devices))),

@@ -64,9 +64,7 @@ class CommandHeader:
 
     @classmethod
     def unpack(cls, data: bytes | memoryview) -> CommandHeader:
-        kind, flags, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = _HEADER.unpack(
-            data
-        )
+        kind, flags, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = _HEADER.unpack(data)
         command_kind = CommandKind(kind)
         options = None
         if command_kind is CommandKind.OPEN:

@@ -172,12 +172,11 @@ def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
 
 def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0) -> Path:
     """Write a loadable random-weight model directory; deterministic for a seed."""
-    import torch
-    from funasr.register import tables
-
     # Importing funasr's model packages fills the registry tables.
     import funasr.models.paraformer.model
     import funasr.models.paraformer_streaming.model  # noqa: F401
+    import torch
+    from funasr.register import tables
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

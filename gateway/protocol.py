@@ -1,0 +1,315 @@
+"""The client side of FunASR's WebSocket protocol, sans I/O: frames in, events out.
+
+The parser owns no socket and no task; the session feeds it each frame it reads and acts on
+the events it returns. Every fault in the client's input is raised as a ``ProtocolError``
+(close 1008) or a ``FrameTooLargeError`` (close 1009), and leaves the parser ``FAILED``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from typing import Literal, TypeGuard, TypeVar
+
+from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
+from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, StreamOptions
+
+Mode = Literal["online", "offline", "2pass"]
+T = TypeVar("T")
+_MODES: dict[str, Mode] = {"online": "online", "offline": "offline", "2pass": "2pass"}
+
+BYTES_PER_SAMPLE = 2  # signed 16-bit little-endian PCM
+MAX_CHUNK_UNITS = 100
+MAX_CHUNK_INTERVAL = 1000
+MAX_LOOK_BACK = 100
+MAX_WAV_NAME_CHARS = 256
+
+# int() alone would also take "+5", "1_0" and non-ASCII digits; FunASR's clients send none.
+_CHUNK_PART = re.compile(r"\s*([0-9]{1,3})\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """One utterance's settings, as the client's config message gives them."""
+
+    mode: Mode = "2pass"
+    chunk_size: tuple[int, int, int] = (5, 10, 5)
+    chunk_interval: int = 10
+    encoder_chunk_look_back: int = 4
+    decoder_chunk_look_back: int = 0
+    wav_name: str = "microphone"
+    wav_format: str = "pcm"
+    audio_fs: int = SAMPLE_RATE
+    hotwords: str = ""
+    itn: bool = True
+
+    def stream_options(self) -> StreamOptions:
+        return StreamOptions(
+            chunk_size=self.chunk_size,
+            encoder_chunk_look_back=self.encoder_chunk_look_back,
+            decoder_chunk_look_back=self.decoder_chunk_look_back,
+        )
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Bytes of PCM in one model chunk: ``chunk_size[1]`` x 60 ms."""
+        return self.chunk_size[1] * SAMPLES_PER_CHUNK_UNIT * BYTES_PER_SAMPLE
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigReceived:
+    config: SessionConfig
+
+
+@dataclass(frozen=True, slots=True)
+class AudioReceived:
+    pcm: bytes  # always a whole number of samples, never empty
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfUtterance:
+    pass
+
+
+Event = ConfigReceived | AudioReceived | EndOfUtterance
+
+# A JSON object carrying any of these (or is_speaking: true) is a config message.
+CONFIG_KEYS = frozenset(field.name for field in dataclass_fields(SessionConfig))
+
+
+class ParserState(enum.Enum):
+    AWAITING_CONFIG = enum.auto()
+    STREAMING = enum.auto()
+    ENDED = enum.auto()
+    FAILED = enum.auto()
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    # JSON true/false arrive as Python bools, which are ints; FunASR never means them as such.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Every field check takes the field's name (for the message) and the raw JSON value.
+
+
+def _int_in(low: int, high: int) -> Callable[[str, object], int]:
+    def check(name: str, value: object) -> int:
+        if not _is_int(value) or not low <= value <= high:
+            raise ProtocolError(f"{name} must be an integer in {low}..{high}, got {value!r:.40}")
+        return value
+
+    return check
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"{name} must be a string")
+    try:
+        # A JSON "\ud800" escape parses to a lone surrogate, which could never be sent back.
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"{name} is not valid Unicode text") from None
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{name} must be true or false")
+    return value
+
+
+def _mode(name: str, value: object) -> Mode:
+    mode = _MODES.get(value) if isinstance(value, str) else None
+    if mode is None:
+        raise ProtocolError(f"{name} must be one of {', '.join(_MODES)}, got {value!r:.40}")
+    return mode
+
+
+def _chunk_size(name: str, value: object) -> tuple[int, int, int]:
+    parts: list[object]
+    if isinstance(value, str):
+        matches = [_CHUNK_PART.fullmatch(part) for part in value.split(",")]
+        parts = [int(match.group(1)) if match else None for match in matches]
+    elif isinstance(value, list):
+        parts = value
+    else:
+        raise ProtocolError(f'{name} must be a list of three integers or a string "a,b,c"')
+    units = [p for p in parts if _is_int(p) and 0 <= p <= MAX_CHUNK_UNITS]
+    if len(parts) != 3 or len(units) != 3:
+        raise ProtocolError(
+            f"{name} must be three integers in 0..{MAX_CHUNK_UNITS}, got {value!r:.40}"
+        )
+    if units[1] < 1:
+        raise ProtocolError(f"{name}[1] (the chunk length) must be at least 1")
+    return (units[0], units[1], units[2])
+
+
+def _wav_name(name: str, value: object) -> str:
+    wav_name = _text(name, value)
+    if len(wav_name) > MAX_WAV_NAME_CHARS:
+        raise ProtocolError(f"{name} is longer than {MAX_WAV_NAME_CHARS} characters")
+    return wav_name
+
+
+def _wav_format(name: str, value: object) -> str:
+    if value != "pcm":
+        raise ProtocolError(f'{name} must be "pcm" (raw 16-bit PCM), got {value!r:.40}')
+    return "pcm"
+
+
+def _audio_fs(name: str, value: object) -> int:
+    if not (_is_int(value) and value == SAMPLE_RATE):
+        raise ProtocolError(f"{name}: only {SAMPLE_RATE} Hz PCM is accepted, got {value!r:.40}")
+    return SAMPLE_RATE
+
+
+def _hotwords(name: str, value: object) -> str:
+    if isinstance(value, dict):
+        # FunASR's clients send hotwords as a JSON string; some send the object itself.
+        try:
+            value = json.dumps(value, ensure_ascii=False)
+        except RecursionError:
+            raise ProtocolError(f"{name} are nested too deeply") from None
+    return _text(name, value)
+
+
+def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None) -> SessionConfig:
+    """Validate a config message's fields; those it omits keep their value in ``base``.
+
+    Raises ``ProtocolError`` naming the first bad field.
+    """
+    old = base if base is not None else SessionConfig()
+
+    def pick(name: str, check: Callable[[str, object], T], default: T) -> T:
+        return check(name, fields[name]) if name in fields else default
+
+    look_back = _int_in(0, MAX_LOOK_BACK)
+    return SessionConfig(
+        mode=pick("mode", _mode, old.mode),
+        chunk_size=pick("chunk_size", _chunk_size, old.chunk_size),
+        chunk_interval=pick("chunk_interval", _int_in(1, MAX_CHUNK_INTERVAL), old.chunk_interval),
+        encoder_chunk_look_back=pick(
+            "encoder_chunk_look_back", look_back, old.encoder_chunk_look_back
+        ),
+        decoder_chunk_look_back=pick(
+            "decoder_chunk_look_back", look_back, old.decoder_chunk_look_back
+        ),
+        wav_name=pick("wav_name", _wav_name, old.wav_name),
+        wav_format=pick("wav_format", _wav_format, old.wav_format),
+        audio_fs=pick("audio_fs", _audio_fs, old.audio_fs),
+        hotwords=pick("hotwords", _hotwords, old.hotwords),
+        itn=pick("itn", _bool, old.itn),
+    )
+
+
+class ProtocolParser:
+    """Parses one connection's frames into events, enforcing FunASR's message order.
+
+    A connection carries one or more utterances, each a config, audio, and an end message.
+    Omitted config fields keep the previous utterance's values, as in FunASR's servers.
+    """
+
+    def __init__(self, max_frame_bytes: int = 1 << 20, max_text_bytes: int = 65536) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.max_text_bytes = max_text_bytes
+        self.state = ParserState.AWAITING_CONFIG
+        self.config: SessionConfig | None = None
+        self.bytes_received = 0  # in the current (or last ended) utterance
+        self._odd_byte = b""  # the first half of a sample split across frames
+
+    def receive_text(self, text: str) -> list[Event]:
+        self._check_usable()
+        try:
+            return self._receive_text(text)
+        except GatewayError:
+            self.state = ParserState.FAILED
+            raise
+
+    def receive_bytes(self, data: bytes) -> list[Event]:
+        self._check_usable()
+        try:
+            return self._receive_bytes(data)
+        except GatewayError:
+            self.state = ParserState.FAILED
+            raise
+
+    def _check_usable(self) -> None:
+        if self.state is ParserState.FAILED:
+            raise ProtocolError("the connection already broke the protocol")
+
+    def _receive_text(self, text: str) -> list[Event]:
+        # Every UTF-8 character is 1 to 4 bytes: most frames are settled without encoding.
+        if len(text) > self.max_text_bytes or (
+            len(text) * 4 > self.max_text_bytes
+            and len(text.encode("utf-8", "surrogatepass")) > self.max_text_bytes
+        ):
+            raise FrameTooLargeError(f"text frame larger than {self.max_text_bytes} bytes of UTF-8")
+        try:
+            fields = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise ProtocolError("text frame is JSON nested too deeply") from None
+        except ValueError as exc:  # JSONDecodeError, and too many digits for an int
+            raise ProtocolError(f"text frame is not valid JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise ProtocolError("text frame is not a JSON object")
+        return self._receive_object(fields)
+
+    def _receive_object(self, fields: dict[str, object]) -> list[Event]:
+        is_speaking, is_finished, is_end_flag = (
+            _bool(name, fields[name]) if name in fields else None
+            for name in ("is_speaking", "is_finished", "is_end")
+        )
+        is_config = is_speaking is True or not CONFIG_KEYS.isdisjoint(fields)
+        is_end = is_speaking is False or is_finished is True or is_end_flag is True
+        if not is_config and not is_end:
+            raise ProtocolError("text frame is neither a config nor an end message")
+        events: list[Event] = []
+        if is_config:
+            events.append(self._start_utterance(fields))
+        if is_end:
+            events.append(self._end_utterance())
+        return events
+
+    def _start_utterance(self, fields: dict[str, object]) -> ConfigReceived:
+        if self.state is ParserState.STREAMING:
+            raise ProtocolError(
+                'config message in the middle of an utterance; send {"is_speaking": false} first'
+            )
+        config = parse_config(fields, self.config)
+        self.config = config
+        self.state = ParserState.STREAMING
+        self.bytes_received = 0
+        return ConfigReceived(config)
+
+    def _end_utterance(self) -> EndOfUtterance:
+        if self.state is not ParserState.STREAMING:
+            raise ProtocolError("end message with no utterance in progress; send a config first")
+        if self._odd_byte:
+            raise ProtocolError("the audio ended in the middle of a 16-bit sample")
+        self.state = ParserState.ENDED
+        return EndOfUtterance()
+
+    def _receive_bytes(self, data: bytes) -> list[Event]:
+        if self.state is ParserState.AWAITING_CONFIG:
+            raise ProtocolError("audio before the config message")
+        if self.state is ParserState.ENDED:
+            raise ProtocolError("audio after the end of the utterance; send a new config first")
+        if len(data) > self.max_frame_bytes:
+            raise FrameTooLargeError(f"binary frame larger than {self.max_frame_bytes} bytes")
+        self.bytes_received += len(data)
+        pcm = self._odd_byte + data if self._odd_byte else bytes(data)
+        if len(pcm) % 2:
+            self._odd_byte = pcm[-1:]
+            pcm = pcm[:-1]
+        else:
+            self._odd_byte = b""
+        return [AudioReceived(pcm)] if pcm else []
+
+
+def _refuse_constant(name: str) -> object:
+    # Python's json takes NaN and Infinity; they are not JSON and no config field needs them.
+    raise ValueError(f"{name} is not a JSON value")

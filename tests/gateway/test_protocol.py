@@ -1,0 +1,450 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.protocol import (
+    CONFIG_KEYS,
+    AudioReceived,
+    ConfigReceived,
+    EndOfUtterance,
+    ParserState,
+    ProtocolParser,
+    SessionConfig,
+    parse_config,
+)
+from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
+from shared.messages import StreamOptions
+
+END = json.dumps({"is_speaking": False})
+
+
+def streaming_parser(**fields: object) -> ProtocolParser:
+    parser = ProtocolParser()
+    parser.receive_text(json.dumps({"mode": "online", **fields}))
+    return parser
+
+
+def failed_parser() -> ProtocolParser:
+    parser = ProtocolParser()
+    with pytest.raises(ProtocolError):
+        parser.receive_bytes(b"\x00\x00")
+    return parser
+
+
+# --- SessionConfig ---------------------------------------------------------------------
+
+
+def test_defaults_are_funasrs() -> None:
+    config = SessionConfig()
+    assert config.mode == "2pass"
+    assert config.chunk_size == (5, 10, 5)
+    assert config.chunk_interval == 10
+    assert (config.encoder_chunk_look_back, config.decoder_chunk_look_back) == (4, 0)
+    assert (config.wav_name, config.wav_format, config.audio_fs) == ("microphone", "pcm", 16000)
+    assert (config.hotwords, config.itn) == ("", True)
+
+
+def test_chunk_bytes_is_the_middle_chunk_size_in_60ms_units_of_16bit_pcm() -> None:
+    assert SessionConfig(chunk_size=(0, 10, 5)).chunk_bytes == 10 * 960 * 2
+    assert SessionConfig(chunk_size=(5, 1, 0)).chunk_bytes == 1920
+
+
+def test_stream_options_carry_chunking_and_look_backs() -> None:
+    config = SessionConfig(
+        chunk_size=(2, 8, 3), encoder_chunk_look_back=7, decoder_chunk_look_back=1
+    )
+    assert config.stream_options() == StreamOptions(
+        chunk_size=(2, 8, 3), encoder_chunk_look_back=7, decoder_chunk_look_back=1
+    )
+
+
+def test_parse_config_keeps_omitted_fields_of_the_base() -> None:
+    base = SessionConfig(mode="offline", wav_name="a.wav")
+    assert parse_config({"wav_name": "b.wav"}, base) == SessionConfig(
+        mode="offline", wav_name="b.wav"
+    )
+
+
+# --- Config messages -------------------------------------------------------------------
+
+
+def test_config_message_starts_an_utterance() -> None:
+    parser = ProtocolParser()
+    events = parser.receive_text(
+        json.dumps(
+            {
+                "mode": "online",
+                "chunk_size": [0, 8, 4],
+                "chunk_interval": 5,
+                "encoder_chunk_look_back": 2,
+                "decoder_chunk_look_back": 1,
+                "wav_name": "demo",
+                "wav_format": "pcm",
+                "audio_fs": 16000,
+                "is_speaking": True,
+                "hotwords": "阿里巴巴 20",
+                "itn": False,
+            }
+        )
+    )
+    expected = SessionConfig(
+        mode="online",
+        chunk_size=(0, 8, 4),
+        chunk_interval=5,
+        encoder_chunk_look_back=2,
+        decoder_chunk_look_back=1,
+        wav_name="demo",
+        hotwords="阿里巴巴 20",
+        itn=False,
+    )
+    assert events == [ConfigReceived(expected)]
+    assert parser.state is ParserState.STREAMING
+    assert parser.config == expected
+
+
+def test_is_speaking_true_alone_is_a_config_with_defaults() -> None:
+    parser = ProtocolParser()
+    assert parser.receive_text('{"is_speaking": true}') == [ConfigReceived(SessionConfig())]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    parser = ProtocolParser()
+    events = parser.receive_text('{"mode": "offline", "svs_lang": "auto", "extra": [1, {}]}')
+    assert events == [ConfigReceived(SessionConfig(mode="offline"))]
+
+
+@pytest.mark.parametrize("chunk_size", ["5,10,5", " 5, 10 ,5 "])
+def test_chunk_size_may_be_a_comma_separated_string(chunk_size: str) -> None:
+    parser = streaming_parser(chunk_size=chunk_size)
+    assert parser.config is not None
+    assert parser.config.chunk_size == (5, 10, 5)
+
+
+def test_hotwords_object_is_reserialised_as_a_string() -> None:
+    parser = streaming_parser(hotwords={"阿里巴巴": 20, "hello world": 40})
+    assert parser.config is not None
+    assert json.loads(parser.config.hotwords) == {"阿里巴巴": 20, "hello world": 40}
+
+
+def test_config_and_end_in_one_message_yield_both_events() -> None:
+    parser = ProtocolParser()
+    events = parser.receive_text('{"mode": "offline", "is_speaking": false}')
+    assert events == [ConfigReceived(SessionConfig(mode="offline")), EndOfUtterance()]
+    assert parser.state is ParserState.ENDED
+
+
+def test_config_after_end_starts_a_new_utterance() -> None:
+    parser = streaming_parser()
+    parser.receive_text(END)
+    events = parser.receive_text('{"wav_name": "second", "is_speaking": true}')
+    assert events == [ConfigReceived(SessionConfig(mode="online", wav_name="second"))]
+    assert parser.state is ParserState.STREAMING
+
+
+def test_config_while_streaming_is_refused() -> None:
+    parser = streaming_parser()
+    with pytest.raises(ProtocolError, match="is_speaking"):
+        parser.receive_text('{"mode": "online"}')
+
+
+# --- Validation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"mode": "streaming"}, "mode"),
+        ({"mode": 1}, "mode"),
+        ({"chunk_size": [5, 10]}, "chunk_size"),
+        ({"chunk_size": [5, 10, 5, 5]}, "chunk_size"),
+        ({"chunk_size": [5, 10.0, 5]}, "chunk_size"),
+        ({"chunk_size": [5, True, 5]}, "chunk_size"),
+        ({"chunk_size": [5, 101, 5]}, "chunk_size"),
+        ({"chunk_size": [-1, 10, 5]}, "chunk_size"),
+        ({"chunk_size": [5, 0, 5]}, "chunk_size"),
+        ({"chunk_size": "5,10"}, "chunk_size"),
+        ({"chunk_size": "5,ten,5"}, "chunk_size"),
+        ({"chunk_size": "5,+10,5"}, "chunk_size"),
+        ({"chunk_size": "5,1_0,5"}, "chunk_size"),
+        ({"chunk_size": 10}, "chunk_size"),
+        ({"chunk_interval": 0}, "chunk_interval"),
+        ({"chunk_interval": 1001}, "chunk_interval"),
+        ({"chunk_interval": "10"}, "chunk_interval"),
+        ({"chunk_interval": True}, "chunk_interval"),
+        ({"encoder_chunk_look_back": -1}, "encoder_chunk_look_back"),
+        ({"encoder_chunk_look_back": 101}, "encoder_chunk_look_back"),
+        ({"decoder_chunk_look_back": False}, "decoder_chunk_look_back"),
+        ({"decoder_chunk_look_back": 1.5}, "decoder_chunk_look_back"),
+        ({"wav_name": 7}, "wav_name"),
+        ({"wav_name": "x" * 257}, "wav_name"),
+        ({"wav_name": "\ud800"}, "wav_name"),
+        ({"wav_format": "wav"}, "wav_format"),
+        ({"wav_format": None}, "wav_format"),
+        ({"audio_fs": 8000}, "audio_fs"),
+        ({"audio_fs": 16000.0}, "audio_fs"),
+        ({"hotwords": ["a", "b"]}, "hotwords"),
+        ({"itn": 1}, "itn"),
+        ({"itn": "true"}, "itn"),
+        ({"is_speaking": "yes"}, "is_speaking"),
+        ({"is_speaking": 1}, "is_speaking"),
+        ({"mode": "online", "is_finished": 1}, "is_finished"),
+        ({"mode": "online", "is_end": "true"}, "is_end"),
+    ],
+)
+def test_bad_config_field_is_refused_by_name(fields: dict[str, object], field: str) -> None:
+    parser = ProtocolParser()
+    with pytest.raises(ProtocolError, match=field):
+        parser.receive_text(json.dumps(fields))
+    assert parser.state is ParserState.FAILED
+
+
+def test_only_16khz_is_accepted() -> None:
+    with pytest.raises(ProtocolError, match="only 16000 Hz PCM is accepted"):
+        ProtocolParser().receive_text('{"audio_fs": 44100}')
+
+
+def test_longest_wav_name_is_accepted() -> None:
+    parser = streaming_parser(wav_name="é" * 256)
+    assert parser.config is not None
+    assert parser.config.wav_name == "é" * 256
+
+
+def test_bounds_of_integer_fields_are_accepted() -> None:
+    parser = streaming_parser(
+        chunk_size=[0, 1, 100], chunk_interval=1000, encoder_chunk_look_back=0
+    )
+    assert parser.config is not None
+    assert parser.config.chunk_size == (0, 1, 100)
+
+
+# --- Malformed text frames -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "{", "mode=online", "{'mode': 'online'}", '{"a": NaN}'])
+def test_text_that_is_not_json_is_refused(text: str) -> None:
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        ProtocolParser().receive_text(text)
+
+
+@pytest.mark.parametrize("text", ["[]", "1", '"mode"', "null", "true"])
+def test_json_that_is_not_an_object_is_refused(text: str) -> None:
+    with pytest.raises(ProtocolError, match="not a JSON object"):
+        ProtocolParser().receive_text(text)
+
+
+def test_deeply_nested_json_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        ProtocolParser().receive_text('{"x": ' + "[" * 30000 + "]" * 30000 + "}")
+
+
+def test_integer_with_too_many_digits_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        ProtocolParser().receive_text('{"chunk_interval": ' + "9" * 5000 + "}")
+
+
+def test_object_that_is_neither_config_nor_end_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="neither a config nor an end message"):
+        ProtocolParser().receive_text('{"hello": "world"}')
+
+
+def test_is_finished_false_alone_is_neither_config_nor_end() -> None:
+    with pytest.raises(ProtocolError, match="neither"):
+        streaming_parser().receive_text('{"is_finished": false}')
+
+
+def test_text_over_the_limit_is_too_large() -> None:
+    parser = ProtocolParser(max_text_bytes=100)
+    with pytest.raises(FrameTooLargeError):
+        parser.receive_text(json.dumps({"wav_name": "x" * 100}))
+    assert parser.state is ParserState.FAILED
+
+
+def test_text_limit_counts_utf8_bytes_not_characters() -> None:
+    text = json.dumps({"wav_name": "语" * 30}, ensure_ascii=False)  # 43 chars, 103 bytes
+    with pytest.raises(FrameTooLargeError):
+        ProtocolParser(max_text_bytes=100).receive_text(text)
+
+
+def test_text_exactly_at_the_limit_is_accepted() -> None:
+    text = json.dumps({"wav_name": "语" * 30}, ensure_ascii=False)
+    parser = ProtocolParser(max_text_bytes=len(text.encode()))
+    assert len(parser.receive_text(text)) == 1
+
+
+# --- Audio -----------------------------------------------------------------------------
+
+
+def test_audio_while_streaming_is_passed_on() -> None:
+    parser = streaming_parser()
+    assert parser.receive_bytes(b"\x01\x02\x03\x04") == [AudioReceived(b"\x01\x02\x03\x04")]
+
+
+def test_empty_binary_frame_yields_no_event() -> None:
+    assert streaming_parser().receive_bytes(b"") == []
+
+
+def test_audio_before_config_is_refused() -> None:
+    parser = ProtocolParser()
+    with pytest.raises(ProtocolError, match="audio before the config message"):
+        parser.receive_bytes(b"\x00\x00")
+    assert parser.state is ParserState.FAILED
+
+
+def test_audio_after_end_is_refused() -> None:
+    parser = streaming_parser()
+    parser.receive_text(END)
+    with pytest.raises(ProtocolError, match="audio after the end of the utterance"):
+        parser.receive_bytes(b"\x00\x00")
+
+
+def test_binary_frame_over_the_limit_is_too_large() -> None:
+    parser = ProtocolParser(max_frame_bytes=1024)
+    parser.receive_text('{"is_speaking": true}')
+    with pytest.raises(FrameTooLargeError):
+        parser.receive_bytes(bytes(1026))
+    assert parser.state is ParserState.FAILED
+
+
+def test_binary_frame_exactly_at_the_limit_is_accepted() -> None:
+    parser = ProtocolParser(max_frame_bytes=1024)
+    parser.receive_text('{"is_speaking": true}')
+    assert parser.receive_bytes(bytes(1024)) == [AudioReceived(bytes(1024))]
+
+
+def test_odd_byte_is_carried_to_the_next_frame() -> None:
+    parser = streaming_parser()
+    assert parser.receive_bytes(b"\x01\x02\x03") == [AudioReceived(b"\x01\x02")]
+    assert parser.receive_bytes(b"\x04") == [AudioReceived(b"\x03\x04")]
+
+
+def test_single_byte_frame_yields_no_event() -> None:
+    assert streaming_parser().receive_bytes(b"\x01") == []
+
+
+def test_end_in_the_middle_of_a_sample_is_refused() -> None:
+    parser = streaming_parser()
+    parser.receive_bytes(b"\x01\x02\x03")
+    with pytest.raises(ProtocolError, match="middle of a 16-bit sample"):
+        parser.receive_text(END)
+
+
+def test_bytes_received_counts_the_current_utterance() -> None:
+    parser = streaming_parser()
+    parser.receive_bytes(b"\x00" * 3)
+    parser.receive_bytes(b"\x00" * 5)
+    assert parser.bytes_received == 8
+    parser.receive_text(END)
+    assert parser.bytes_received == 8
+    parser.receive_text('{"is_speaking": true}')
+    assert parser.bytes_received == 0
+
+
+# --- End messages ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text", ['{"is_speaking": false}', '{"is_finished": true}', '{"is_end": true}']
+)
+def test_end_message_ends_the_utterance(text: str) -> None:
+    parser = streaming_parser()
+    assert parser.receive_text(text) == [EndOfUtterance()]
+    assert parser.state is ParserState.ENDED
+
+
+def test_end_before_config_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="no utterance in progress"):
+        ProtocolParser().receive_text(END)
+
+
+def test_second_end_is_refused() -> None:
+    parser = streaming_parser()
+    parser.receive_text(END)
+    with pytest.raises(ProtocolError, match="no utterance in progress"):
+        parser.receive_text(END)
+
+
+# --- After an error --------------------------------------------------------------------
+
+
+def test_failed_parser_refuses_text() -> None:
+    with pytest.raises(ProtocolError, match="already broke the protocol"):
+        failed_parser().receive_text('{"is_speaking": true}')
+
+
+def test_failed_parser_refuses_bytes() -> None:
+    with pytest.raises(ProtocolError, match="already broke the protocol"):
+        failed_parser().receive_bytes(b"\x00\x00")
+
+
+def test_failed_parser_refuses_with_protocol_error_after_frame_too_large() -> None:
+    parser = ProtocolParser(max_text_bytes=10)
+    with pytest.raises(FrameTooLargeError):
+        parser.receive_text('{"is_speaking": true}')
+    with pytest.raises(ProtocolError):
+        parser.receive_text("{}")
+
+
+# --- Properties ------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_any_split_of_even_audio_yields_the_same_bytes(data: st.DataObject) -> None:
+    pcm = data.draw(st.binary(max_size=64).map(lambda b: b[: len(b) // 2 * 2]))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(pcm)), max_size=10)))
+    parser = streaming_parser()
+    events = []
+    for start, end in zip([0, *cuts], [*cuts, len(pcm)], strict=True):
+        events += parser.receive_bytes(pcm[start:end])
+    received = [event for event in events if isinstance(event, AudioReceived)]
+    assert len(received) == len(events)
+    assert all(event.pcm and len(event.pcm) % 2 == 0 for event in received)
+    assert b"".join(event.pcm for event in received) == pcm
+    assert parser.receive_text(END) == [EndOfUtterance()]
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=10,
+)
+_field_names = st.sampled_from(
+    [*sorted(CONFIG_KEYS), "is_speaking", "is_finished", "is_end", "unknown"]
+)
+_objects = st.dictionaries(_field_names, _json_values | st.just(True) | st.just(False))
+_frames = st.one_of(
+    st.text(max_size=40),
+    st.binary(max_size=40),
+    _objects.map(json.dumps),
+    st.just(END),
+    st.just('{"is_speaking": true}'),
+)
+
+
+@given(st.lists(_frames, max_size=12))
+def test_any_input_raises_only_gateway_errors(frames: list[str | bytes]) -> None:
+    parser = ProtocolParser(max_frame_bytes=32, max_text_bytes=200)
+    for frame in frames:
+        try:
+            if isinstance(frame, bytes):
+                events = parser.receive_bytes(frame)
+            else:
+                events = parser.receive_text(frame)
+        except GatewayError:
+            assert parser.state is ParserState.FAILED
+            continue
+        for event in events:
+            if isinstance(event, AudioReceived):
+                assert event.pcm
+                assert len(event.pcm) % 2 == 0
+
+
+def test_hotwords_nested_too_deeply_to_reserialise_are_a_protocol_error() -> None:
+    hotwords: dict[str, object] = {}
+    for _ in range(100_000):
+        hotwords = {"w": hotwords}
+    with pytest.raises(ProtocolError, match="hotwords"):
+        parse_config({"hotwords": hotwords})

@@ -1,0 +1,244 @@
+"""The parent's handle on one spawned worker process: channels, slots, life cycle."""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Protocol
+
+import anyio
+
+from shared.errors import GatewayError, WorkerError, WorkerLoadError
+from shared.messages import (
+    EngineSpec,
+    StreamOptions,
+    WorkerLoadFailed,
+    WorkerMessage,
+    WorkerReady,
+)
+from shared.settings import PoolSettings
+from shared.wire import CommandHeader, CommandKind, SlabLayout
+from workers.channels import CommandSender, QueueSender, ShmSender, open_header
+from workers.process import QueueChannel, ShmChannel, worker_main
+from workers.slab import Slab
+
+KILL_GRACE_S = 2.0
+
+
+class WorkerState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    STOPPING = "stopping"
+    DEAD = "dead"
+
+
+class StreamSink(Protocol):
+    """Where the pool routes a stream's results: the parent's side of an open stream."""
+
+    def deliver(self, message: WorkerMessage) -> None: ...
+
+    def fail(self, error: GatewayError) -> None: ...
+
+
+class WorkerHandle:
+    """One worker process. Create, ``await start()``, serve, ``close()``.
+
+    The handle owns the parent's ends of the pipes and the slab; ``close()`` releases them
+    all and is safe to call twice. Streams bound to it live in ``streams``.
+    """
+
+    def __init__(self, index: int, spec: EngineSpec, settings: PoolSettings) -> None:
+        self.index = index
+        self.spec = spec
+        self.state = WorkerState.STARTING
+        self.streams: dict[int, StreamSink] = {}
+        self.ready: WorkerReady | None = None
+        self._settings = settings
+        self._layout = SlabLayout(settings.slot_bytes, settings.slots_per_worker)
+        self._free_slots_in, self._free_slots = anyio.create_memory_object_stream[int](
+            max_buffer_size=settings.slots_per_worker
+        )
+        for slot in range(settings.slots_per_worker):
+            self._free_slots_in.send_nowait(slot)
+        self._slab: Slab | None = None
+        self._sender: CommandSender | None = None
+        self._results: Connection | None = None
+        self._process: BaseProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def slot_bytes(self) -> int:
+        return self._layout.slot_bytes
+
+    @property
+    def free_slots(self) -> int:
+        return self._free_slots.statistics().current_buffer_used
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode if self._process is not None else None
+
+    async def start(self) -> WorkerReady:
+        """Spawn the worker and wait until it has loaded its engine.
+
+        Raises :class:`WorkerLoadError` with the worker's own error when it cannot load.
+        """
+        context = multiprocessing.get_context("spawn")
+        results, results_child = context.Pipe(duplex=False)
+        channel: ShmChannel | QueueChannel
+        if self._settings.transport == "shm":
+            self._slab = Slab(self._layout)
+            commands_child, commands = context.Pipe(duplex=False)
+            channel = ShmChannel(commands_child, self._slab.name, self._layout)
+            self._sender = ShmSender(commands, self._slab)
+        else:
+            queue = context.Queue()
+            channel = QueueChannel(queue)
+            self._sender = QueueSender(queue)
+            commands_child = None
+        self._results = results
+        self._process = context.Process(
+            target=worker_main,
+            args=(self.spec, channel, results_child, self._settings.max_batch),
+            name=f"asr-worker-{self.index}",
+            daemon=True,
+        )
+        try:
+            self._process.start()
+        finally:
+            # The child has its own copies; ours must go so that its death reads as EOF.
+            results_child.close()
+            if commands_child is not None:
+                commands_child.close()
+        with anyio.fail_after(self._settings.start_timeout_s):
+            first = await self._receive_one()
+        match first:
+            case WorkerReady():
+                self.ready = first
+                self.state = WorkerState.READY
+                return first
+            case WorkerLoadFailed():
+                raise WorkerLoadError(f"worker {self.index} failed to load: {first.error}")
+            case None:
+                raise WorkerLoadError(
+                    f"worker {self.index} ({self.spec.device}) exited while loading"
+                    f" (exit code {await self.reap()})"
+                )
+            case _:
+                raise WorkerLoadError(f"worker {self.index} sent {first!r} before ready")
+
+    async def _receive_one(self) -> WorkerMessage | None:
+        assert self._results is not None
+        await anyio.wait_readable(self._results.fileno())
+        try:
+            batch: tuple[WorkerMessage, ...] = self._results.recv()
+        except EOFError:
+            return None
+        return batch[0]
+
+    async def read_messages(self, route: Callable[[WorkerHandle, WorkerMessage], None]) -> None:
+        """Route every message until the worker's end of the pipe closes (it exited)."""
+        assert self._results is not None
+        results = self._results
+        while True:
+            await anyio.wait_readable(results.fileno())
+            while results.poll():
+                try:
+                    batch: tuple[WorkerMessage, ...] = results.recv()
+                except (EOFError, OSError):
+                    return
+                for message in batch:
+                    route(self, message)
+
+    async def acquire_slot(self) -> int:
+        """Wait for a free slot: this wait is the pipeline's backpressure."""
+        try:
+            return await self._free_slots.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise WorkerError(f"worker {self.index} is gone") from None
+
+    def release_slots(self, slots: tuple[int, ...]) -> None:
+        for slot in slots:
+            self._free_slots_in.send_nowait(slot)
+
+    def open_stream(self, stream_id: int, options: StreamOptions, sink: StreamSink) -> None:
+        self.streams[stream_id] = sink
+        self.send(open_header(stream_id, options))
+
+    def close_stream(self, stream_id: int) -> None:
+        """Tell the worker to drop an abandoned stream's state; a gone worker has none."""
+        self.streams.pop(stream_id, None)
+        if self.state is WorkerState.READY:
+            try:
+                self.send(CommandHeader(CommandKind.CLOSE, stream_id))
+            except WorkerError:
+                pass
+
+    def send(self, header: CommandHeader, pcm: bytes | memoryview = b"") -> None:
+        if self.state is not WorkerState.READY or self._sender is None:
+            raise WorkerError(f"worker {self.index} is {self.state.value}")
+        try:
+            self._sender.send(header, pcm)
+        except (OSError, ValueError) as exc:
+            raise WorkerError(f"worker {self.index} is gone: {exc}") from exc
+
+    def request_stop(self) -> None:
+        """Ask the worker to finish what is queued and exit."""
+        if self.state is WorkerState.READY and self._sender is not None:
+            try:
+                self._sender.send(CommandHeader(CommandKind.STOP, 0))
+            except (OSError, ValueError):
+                pass
+        if self.state is not WorkerState.DEAD:
+            self.state = WorkerState.STOPPING
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+
+    async def reap(self, timeout: float = KILL_GRACE_S) -> int | None:
+        """Wait for the process to exit (terminate, then kill, past ``timeout``); join it."""
+        process = self._process
+        if process is None or process.pid is None:
+            return None  # never started
+        if process.exitcode is None:
+            with anyio.move_on_after(timeout):
+                await anyio.wait_readable(process.sentinel)
+        if process.exitcode is None:
+            process.terminate()
+            with anyio.move_on_after(KILL_GRACE_S):
+                await anyio.wait_readable(process.sentinel)
+        if process.exitcode is None:
+            process.kill()
+        await anyio.to_thread.run_sync(process.join)
+        return process.exitcode
+
+    def fail_streams(self, error: GatewayError) -> None:
+        streams, self.streams = self.streams, {}
+        for sink in streams.values():
+            sink.fail(error)
+
+    def close(self) -> None:
+        """Release the pipes, the slot pool and the slab. Safe to call twice."""
+        self.state = WorkerState.DEAD
+        self._free_slots_in.close()
+        self._free_slots.close()
+        if self._sender is not None:
+            self._sender.close()
+            self._sender = None
+        if self._results is not None:
+            anyio.notify_closing(self._results.fileno())
+            self._results.close()
+            self._results = None
+        if self._slab is not None:
+            self._slab.close()
+            self._slab = None
+        if self._process is not None and self._process.exitcode is not None:
+            self._process.close()
+            self._process = None

@@ -1,0 +1,127 @@
+"""Resolve an ``ASR_MODEL`` value to an engine and a local model directory.
+
+``checksum`` needs no model. ``synthetic:tiny`` / ``synthetic:large`` are built once into the
+model cache. A local directory is used as it is. Anything else is a hub id: looked up in
+ModelScope's local cache, else downloaded; where the hub is unreachable we fail within
+seconds with one line naming the way out, rather than funasr's hub retries and a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from shared.errors import WorkerLoadError
+
+HUB_HOST = "www.modelscope.cn"
+HUB_PROBE_TIMEOUT_S = 3.0
+STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
+
+# funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
+HUB_ALIASES = {
+    "paraformer-zh-streaming": (
+        "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-online"
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    engine: str
+    model_dir: str | None
+    description: str
+
+
+def resolve_model(model: str, cache_dir: str) -> ResolvedModel:
+    """Find or build the model; may take minutes for ``synthetic:large`` the first time."""
+    if model == "checksum":
+        return ResolvedModel("checksum", None, "checksum (model-free)")
+    if model.startswith("synthetic:"):
+        size = model.removeprefix("synthetic:")
+        if size not in ("tiny", "large"):
+            raise WorkerLoadError(f"ASR_MODEL={model}: use synthetic:tiny or synthetic:large")
+        path = ensure_synthetic(Path(cache_dir), "streaming", size)
+        return _from_directory(path, model)
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return _from_directory(path.resolve(), model)
+    if model.startswith(("/", ".", "~")) or model.count("/") > 1:
+        raise WorkerLoadError(f"ASR_MODEL={model}: no such directory")
+    return _from_directory(_find_or_download(model), model)
+
+
+def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Path:
+    """Build the synthetic model into the cache unless it is already there."""
+    target = cache_dir / f"synthetic-{kind}-{size}-seed{seed}"
+    if (target / "model.pt").is_file():
+        return target
+    from workers.synthetic import build_model_dir
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and rename: a concurrent or interrupted build never leaves a
+    # half-written directory where a worker would load it.
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=cache_dir))
+    try:
+        build_model_dir(staging, kind, size, seed)  # type: ignore[arg-type]
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "model.pt").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def model_class(model_dir: Path) -> str:
+    config = yaml.safe_load((model_dir / "config.yaml").read_text())
+    return str(config.get("model", ""))
+
+
+def _from_directory(path: Path, name: str) -> ResolvedModel:
+    if not (path / "config.yaml").is_file():
+        raise WorkerLoadError(f"ASR_MODEL={name}: {path} has no config.yaml")
+    kind = model_class(path)
+    if kind not in STREAMING_MODEL_CLASSES:
+        raise WorkerLoadError(
+            f"ASR_MODEL={name}: model class {kind!r} is not a streaming Paraformer"
+            f" (supported: {', '.join(STREAMING_MODEL_CLASSES)})"
+        )
+    return ResolvedModel("paraformer", str(path), f"{name} ({kind})")
+
+
+def _hub_cache_candidates(model_id: str) -> list[Path]:
+    root = Path(os.environ.get("MODELSCOPE_CACHE", Path.home() / ".cache" / "modelscope"))
+    return [root / "hub" / "models" / model_id, root / "hub" / model_id, root / model_id]
+
+
+def _find_or_download(name: str) -> Path:
+    model_id = HUB_ALIASES.get(name, name)
+    for candidate in _hub_cache_candidates(model_id):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    way_out = "set ASR_MODEL=synthetic:large (random weights) or ASR_MODEL=/path/to/model_dir"
+    if not _hub_reachable():
+        raise WorkerLoadError(
+            f"model {name!r} is not in the local cache and the model hub is unreachable: {way_out}"
+        )
+    try:
+        from modelscope.hub.snapshot_download import snapshot_download
+
+        return Path(snapshot_download(model_id))
+    except Exception as exc:
+        raise WorkerLoadError(f"could not download model {name!r} ({exc}): {way_out}") from None
+
+
+def _hub_reachable() -> bool:
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=HUB_PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False

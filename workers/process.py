@@ -1,0 +1,163 @@
+"""The worker process: load the engine once, then serve commands until told to stop.
+
+Runs in a process started with the ``spawn`` context (fork breaks CUDA and copies the
+parent's event loop). The loop drains every command already waiting (up to ``max_batch``
+audio items), hands the slots back at once, runs the engine on the batch, and sends every
+message of the step in one write on the result pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.queues import Queue
+
+from shared.messages import (
+    EngineSpec,
+    SlotsFreed,
+    StreamFailed,
+    StreamResult,
+    WorkerLoadFailed,
+    WorkerMessage,
+    WorkerReady,
+    WorkerStopped,
+)
+from shared.wire import CommandKind, SlabLayout
+from workers.channels import Command, CommandReceiver, QueueItem, QueueReceiver, ShmReceiver
+from workers.engines import load_engine
+from workers.engines.base import ChunkItem, Engine
+
+POLL_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShmChannel:
+    commands: Connection
+    slab_name: str
+    layout: SlabLayout
+
+
+@dataclass(frozen=True, slots=True)
+class QueueChannel:
+    commands: Queue[QueueItem]
+
+
+def worker_main(
+    spec: EngineSpec,
+    channel: ShmChannel | QueueChannel,
+    results: Connection,
+    max_batch: int,
+) -> None:
+    """Entry point of a spawned worker."""
+    # Ctrl-C reaches the whole process group; the parent stops us in order instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    started = time.monotonic()
+    try:
+        engine = load_engine(spec)
+    except BaseException as exc:
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        results.send((WorkerLoadFailed(f"{spec.engine} on {spec.device}: {detail}"),))
+        results.close()
+        raise SystemExit(1) from None
+    match channel:
+        case ShmChannel():
+            receiver: CommandReceiver = ShmReceiver(
+                channel.commands, channel.slab_name, channel.layout
+            )
+        case QueueChannel():
+            receiver = QueueReceiver(channel.commands)
+    ready = WorkerReady(
+        pid=os.getpid(),
+        engine=engine.name,
+        device=spec.device,
+        load_seconds=time.monotonic() - started,
+    )
+    results.send((ready,))
+    try:
+        _serve(engine, receiver, results, max_batch, spec.stream_idle_timeout_s)
+    finally:
+        receiver.close()
+        results.close()
+
+
+def _serve(
+    engine: Engine,
+    receiver: CommandReceiver,
+    results: Connection,
+    max_batch: int,
+    idle_timeout_s: float,
+) -> None:
+    next_idle_check = time.monotonic() + POLL_INTERVAL_S
+    while True:
+        commands, freed = receiver.receive(max_batch, POLL_INTERVAL_S)
+        outbox: list[WorkerMessage] = []
+        if freed:
+            # Hand the slots back before computing: the parent can refill them meanwhile.
+            results.send((SlotsFreed(tuple(freed)),))
+        stopping = _apply(engine, commands, outbox)
+        now = time.monotonic()
+        if now >= next_idle_check:
+            next_idle_check = now + POLL_INTERVAL_S
+            for stream_id in engine.expire_idle(now, idle_timeout_s):
+                message = f"stream idle for more than {idle_timeout_s:g} s; its state was dropped"
+                outbox.append(StreamFailed(stream_id, message))
+        if stopping:
+            outbox.append(WorkerStopped(engine.active_streams))
+        if outbox:
+            results.send(tuple(outbox))
+        if stopping:
+            return
+
+
+def _apply(engine: Engine, commands: list[Command], outbox: list[WorkerMessage]) -> bool:
+    """Apply commands in order; audio is batched until a command that must see it done."""
+    batch: list[tuple[ChunkItem, int]] = []
+    stopping = False
+    for command in commands:
+        header = command.header
+        match header.kind:
+            case CommandKind.OPEN:
+                assert header.options is not None
+                engine.open_stream(header.stream_id, header.options)
+            case CommandKind.AUDIO:
+                assert command.samples is not None
+                item = ChunkItem(header.stream_id, header.seq, command.samples, header.final)
+                batch.append((item, header.sent_ns))
+            case CommandKind.CLOSE:
+                _run_batch(engine, batch, outbox)
+                engine.close_stream(header.stream_id)
+            case CommandKind.STOP:
+                stopping = True
+    _run_batch(engine, batch, outbox)
+    return stopping
+
+
+def _run_batch(
+    engine: Engine, batch: list[tuple[ChunkItem, int]], outbox: list[WorkerMessage]
+) -> None:
+    if not batch:
+        return
+    started_ns = time.monotonic_ns()
+    outputs = engine.feed([item for item, _ in batch])
+    compute_ms = (time.monotonic_ns() - started_ns) / 1e6
+    for (_, sent_ns), output in zip(batch, outputs, strict=True):
+        if output.error is not None:
+            outbox.append(StreamFailed(output.stream_id, output.error))
+            continue
+        queue_ms = (started_ns - sent_ns) / 1e6
+        outbox.append(
+            StreamResult(
+                output.stream_id,
+                output.seq,
+                output.text,
+                output.final,
+                queue_ms=queue_ms,
+                compute_ms=compute_ms,
+                batch_size=len(batch),
+            )
+        )
+    batch.clear()
