@@ -1,0 +1,26 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.models import ensure_synthetic
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model cache for the session: synthetic models are built here once."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny_streaming_model(model_cache: Path) -> Path:
+    """The tiny random-weight streaming Paraformer (~1 MB), built once per session."""
+    return ensure_synthetic(model_cache, "streaming", "tiny")

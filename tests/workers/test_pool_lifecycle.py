@@ -1,0 +1,157 @@
+"""Start, death, replacement and stop of real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from shared.errors import WorkerError, WorkerLoadError
+from shared.settings import PoolSettings
+from workers.pool import WorkerPool
+from workers.slab import SLAB_PREFIX
+
+from .checksums import expected_checksum
+
+pytestmark = pytest.mark.anyio
+
+
+def _our_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith(SLAB_PREFIX)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0): look at its state.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+def _two_checksum_workers() -> PoolSettings:
+    return PoolSettings(model="checksum", devices=("cpu", "cpu"))
+
+
+async def test_stop_leaves_no_process_and_no_segment() -> None:
+    before = _our_segments()
+    async with WorkerPool(_two_checksum_workers()) as pool:
+        pids = [w.pid for w in pool.status()]
+        assert len(_our_segments() - before) == 2
+        await pool.transcribe(np.ones(100, dtype=np.int16))
+    assert all(pid is not None and not _alive(pid) for pid in pids)
+    assert _our_segments() == before
+
+
+async def test_sigkill_mid_stream_fails_only_that_workers_streams() -> None:
+    before = _our_segments()
+    async with WorkerPool(_two_checksum_workers()) as pool:
+        victim_stream = pool.open_stream()
+        survivor_stream = pool.open_stream()
+        assert victim_stream.worker_index != survivor_stream.worker_index
+        audio = np.arange(20000, dtype=np.int16)
+        await victim_stream.send(audio[:5000])
+        await survivor_stream.send(audio[:5000])
+        assert not (await victim_stream.receive()).is_final
+        assert not (await survivor_stream.receive()).is_final
+
+        victim = pool.status()[victim_stream.worker_index]
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        with anyio.fail_after(1.0), pytest.raises(WorkerError, match="died"):
+            await victim_stream.receive()
+        with pytest.raises(WorkerError):
+            await victim_stream.send(audio[5000:])
+        await victim_stream.aclose()
+
+        # The other worker's stream goes on untouched and verifies.
+        await survivor_stream.finish(audio[5000:])
+        with anyio.fail_after(10):
+            result = await survivor_stream.receive()
+        assert result.is_final
+        assert result.text == expected_checksum(audio)
+        await survivor_stream.aclose()
+
+        # A replacement comes up in the victim's place.
+        with anyio.fail_after(30):
+            while not pool.ready:
+                await anyio.sleep(0.05)
+        replaced = pool.status()[victim.index]
+        assert replaced.restarts == 1
+        assert replaced.pid != victim.pid
+        assert await pool.transcribe(audio) == expected_checksum(audio)
+        # Its predecessor's slab is gone already; the new one exists.
+        assert len(_our_segments() - before) == 2
+    assert _our_segments() == before
+
+
+async def test_load_error_fails_loudly_with_the_workers_own_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.yaml").write_text("model: ParaformerStreaming\n")
+    before = _our_segments()
+    settings = PoolSettings(model=str(broken), devices=("cpu", "cpu"), start_timeout_s=120)
+    with anyio.fail_after(120), pytest.raises(WorkerLoadError, match="failed to load") as info:
+        async with WorkerPool(settings):
+            pass
+    # The worker's own exception text reaches the caller.
+    assert "Error" in str(info.value)
+    assert _our_segments() == before
+
+
+async def test_unknown_model_directory_fails_fast() -> None:
+    with anyio.fail_after(5), pytest.raises(WorkerLoadError, match="no such directory"):
+        async with WorkerPool(PoolSettings(model="/nonexistent/model")):
+            pass
+
+
+def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
+    """A whole life cycle in a fresh interpreter, including a SIGKILLed worker: stderr
+    must carry no resource-tracker complaint and /dev/shm must end clean."""
+    script = tmp_path / "life.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal
+            import anyio, numpy as np
+            from shared.settings import PoolSettings
+            from workers.pool import WorkerPool
+
+            async def main() -> None:
+                settings = PoolSettings(model="checksum", devices=("cpu", "cpu"))
+                async with WorkerPool(settings) as pool:
+                    await pool.transcribe(np.ones(1000, dtype=np.int16))
+                    os.kill(pool.status()[0].pid, signal.SIGKILL)
+                    with anyio.fail_after(30):
+                        while not (pool.ready and pool.status()[0].restarts == 1):
+                            await anyio.sleep(0.05)
+                    await pool.transcribe(np.ones(1000, dtype=np.int16))
+                print("done")
+
+            if __name__ == "__main__":
+                anyio.run(main)
+            """
+        )
+    )
+    before = _our_segments()
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "done"
+    assert "leaked" not in completed.stderr
+    assert "resource_tracker" not in completed.stderr
+    assert _our_segments() == before
