@@ -76,6 +76,7 @@ class WorkerPool:
         self._stream_ids = itertools.count(1)
         self._stopping = False
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._state_changed = anyio.Event()
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -140,6 +141,15 @@ class WorkerPool:
             seat.stopped = anyio.Event()
             self._task_group.start_soon(self._supervise, seat, name=f"worker-{seat.index}")
 
+    async def wait_ready(self) -> None:
+        """Wait until every worker is ready (after a restart, say)."""
+        while not self.ready:
+            await self._state_changed.wait()
+
+    def _notify_state_change(self) -> None:
+        self._state_changed.set()
+        self._state_changed = anyio.Event()
+
     async def aclose(self) -> None:
         """Stop every worker: a STOP sentinel, a join with a timeout, then terminate/kill.
 
@@ -182,10 +192,12 @@ class WorkerPool:
                     )
                 )
                 handle.close()
+                self._notify_state_change()
                 replacement = await self._replace(seat)
                 if replacement is None:
                     return
                 seat.handle = replacement
+                self._notify_state_change()
         finally:
             seat.stopped.set()
 

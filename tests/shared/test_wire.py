@@ -65,7 +65,7 @@ def test_slab_layout_bounds() -> None:
 
 @pytest.mark.parametrize(("slot", "length"), [(-1, 10), (4, 10), (0, 101), (1, -2)])
 def test_slab_layout_refuses_out_of_range(slot: int, length: int) -> None:
-    with pytest.raises(ValueError, match="slot|length"):
+    with pytest.raises(ValueError, match=r"slot|length"):
         SlabLayout(slot_bytes=100, slot_count=4).bounds(slot, length)
 
 

@@ -62,7 +62,7 @@ async def test_pool_texts_equal_direct_generate(tiny_streaming_model: Path) -> N
             with anyio.fail_after(60):
                 async with pool.open_stream(options) as stream:
 
-                    async def read(stream: Any = stream) -> None:
+                    async def read(stream: Any = stream, got: list[str] = got) -> None:
                         async for result in stream:
                             got.append(result.text)
 

@@ -94,18 +94,18 @@ async def test_transcribe_returns_the_final_checksum() -> None:
 
 
 async def test_sending_after_finish_is_refused() -> None:
-    async with WorkerPool(_settings("shm", devices=("cpu",))) as pool:
-        async with pool.open_stream() as stream:
-            await stream.finish(b"\x01\x00")
-            with pytest.raises(Exception, match="already finished"):
-                await stream.send(b"\x01\x00")
-            result = await stream.receive()
-            assert result.is_final
-            assert result.text == expected_checksum(np.array([1], dtype=np.int16))
+    pool = WorkerPool(_settings("shm", devices=("cpu",)))
+    async with pool, pool.open_stream() as stream:
+        await stream.finish(b"\x01\x00")
+        with pytest.raises(Exception, match="already finished"):
+            await stream.send(b"\x01\x00")
+        result = await stream.receive()
+        assert result.is_final
+        assert result.text == expected_checksum(np.array([1], dtype=np.int16))
 
 
 async def test_odd_byte_counts_are_refused() -> None:
-    async with WorkerPool(_settings("shm", devices=("cpu",))) as pool:
-        async with pool.open_stream() as stream:
-            with pytest.raises(ValueError, match="16-bit"):
-                await stream.send(b"\x01")
+    pool = WorkerPool(_settings("shm", devices=("cpu",)))
+    async with pool, pool.open_stream() as stream:
+        with pytest.raises(ValueError, match="16-bit"):
+            await stream.send(b"\x01")

@@ -82,8 +82,7 @@ async def test_sigkill_mid_stream_fails_only_that_workers_streams() -> None:
 
         # A replacement comes up in the victim's place.
         with anyio.fail_after(30):
-            while not pool.ready:
-                await anyio.sleep(0.05)
+            await pool.wait_ready()
         replaced = pool.status()[victim.index]
         assert replaced.restarts == 1
         assert replaced.pid != victim.pid
@@ -131,8 +130,9 @@ def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
                     await pool.transcribe(np.ones(1000, dtype=np.int16))
                     os.kill(pool.status()[0].pid, signal.SIGKILL)
                     with anyio.fail_after(30):
-                        while not (pool.ready and pool.status()[0].restarts == 1):
+                        while pool.status()[0].restarts < 1:
                             await anyio.sleep(0.05)
+                        await pool.wait_ready()
                     await pool.transcribe(np.ones(1000, dtype=np.int16))
                 print("done")
 

@@ -41,7 +41,10 @@ def test_write_after_close_raises() -> None:
 
 
 def test_write_must_fit_the_slot() -> None:
-    with Slab(SlabLayout(slot_bytes=4, slot_count=2)) as slab, pytest.raises(ValueError):
+    with (
+        Slab(SlabLayout(slot_bytes=4, slot_count=2)) as slab,
+        pytest.raises(ValueError, match="does not fit"),
+    ):
         slab.write(0, b"\0" * 6)
 
 
