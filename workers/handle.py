@@ -216,7 +216,8 @@ class WorkerHandle:
                 await anyio.wait_readable(process.sentinel)
         if process.exitcode is None:
             process.kill()
-        await anyio.to_thread.run_sync(process.join)
+            await anyio.wait_readable(process.sentinel)
+        process.join(timeout=0)  # it has exited: this only collects the status
         return process.exitcode
 
     def fail_streams(self, error: GatewayError) -> None:

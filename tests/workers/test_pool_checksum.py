@@ -6,6 +6,7 @@ import anyio
 import numpy as np
 import pytest
 
+from shared.errors import WorkerError
 from shared.settings import PoolSettings, Transport
 from workers.pool import WorkerPool
 from workers.stream import AudioStream
@@ -109,3 +110,15 @@ async def test_odd_byte_counts_are_refused() -> None:
     async with pool, pool.open_stream() as stream:
         with pytest.raises(ValueError, match="16-bit"):
             await stream.send(b"\x01")
+
+
+async def test_idle_stream_is_dropped_and_failed() -> None:
+    settings = _settings("shm", devices=("cpu",), stream_idle_timeout_s=0.2)
+    pool = WorkerPool(settings)
+    async with pool, pool.open_stream() as stream:
+        await stream.send(np.ones(10, dtype=np.int16))
+        assert not (await stream.receive()).is_final
+        # The worker checks idle streams about once a second.
+        with anyio.fail_after(5), pytest.raises(WorkerError, match="idle"):
+            await stream.receive()
+    assert pool.status()[0].active_streams == 0

@@ -62,9 +62,8 @@ def test_config_matches_the_reference_architecture(kind: str, size: str, referen
 
 
 def test_large_streaming_model_has_about_220m_parameters() -> None:
-    from funasr.register import tables
-
     import funasr.models.paraformer_streaming.model  # noqa: F401
+    from funasr.register import tables
 
     config = build_config("streaming", "large")
     model_class = tables.model_classes[config["model"]]

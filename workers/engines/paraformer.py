@@ -39,6 +39,12 @@ def load_automodel(model_dir: str, device: str, threads: int) -> Any:
     passing it is the only way to make it stick.
     """
     path = Path(model_dir)
+    if device.startswith("cuda"):
+        import torch
+
+        # funasr silently falls back to the CPU when CUDA is missing; we would rather say so.
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device} requested but CUDA is not available")
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"{model_dir} is not a FunASR model directory (no config.yaml)")
     from funasr import AutoModel
