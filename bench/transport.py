@@ -116,8 +116,8 @@ async def run_transport(
 
 def summarize(runs: list[TransportRun]) -> str:
     lines = [
-        "| transport | runs | total CPU µs/chunk (median, min–max) | parent µs | workers µs"
-        " | p50 ms | p99 ms (median, min–max) |",
+        "| transport | runs | total CPU µs/chunk (median, min-max) | parent µs | workers µs"
+        " | p50 ms | p99 ms (median, min-max) |",
         "|---|---|---|---|---|---|---|",
     ]
     for transport in ("shm", "queue"):
@@ -128,11 +128,11 @@ def summarize(runs: list[TransportRun]) -> str:
         p99 = [r.latency_p99_ms for r in mine]
         lines.append(
             f"| {transport} | {len(mine)} | {statistics.median(total):.0f}"
-            f" ({min(total):.0f}–{max(total):.0f})"
+            f" ({min(total):.0f}-{max(total):.0f})"
             f" | {statistics.median(r.parent_cpu_us_per_chunk for r in mine):.0f}"
             f" | {statistics.median(r.workers_cpu_us_per_chunk for r in mine):.0f}"
             f" | {statistics.median(r.latency_p50_ms for r in mine):.2f}"
-            f" | {statistics.median(p99):.2f} ({min(p99):.2f}–{max(p99):.2f}) |"
+            f" | {statistics.median(p99):.2f} ({min(p99):.2f}-{max(p99):.2f}) |"
         )
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -69,3 +69,18 @@ def unknown_stream_output(item: ChunkItem) -> ChunkOutput:
         True,
         error=f"stream {item.stream_id} is not open in this worker (expired or closed)",
     )
+
+
+class _HasLastFed(Protocol):
+    last_fed: float
+
+
+StateT = TypeVar("StateT", bound=_HasLastFed)
+
+
+def expire_idle_streams(streams: dict[int, StateT], now: float, idle_timeout_s: float) -> list[int]:
+    """Drop the streams of ``streams`` not fed for ``idle_timeout_s``; return their ids."""
+    expired = [sid for sid, state in streams.items() if now - state.last_fed > idle_timeout_s]
+    for stream_id in expired:
+        del streams[stream_id]
+    return expired

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.messages import StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, unknown_stream_output
+from workers.engines.base import ChunkItem, ChunkOutput, expire_idle_streams, unknown_stream_output
 
 
 def checksum_text(samples: int, crc: int) -> str:
@@ -64,7 +64,4 @@ class ChecksumEngine:
         self._streams.pop(stream_id, None)
 
     def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        expired = [s for s, st in self._streams.items() if now - st.last_fed > idle_timeout_s]
-        for stream_id in expired:
-            del self._streams[stream_id]
-        return expired
+        return expire_idle_streams(self._streams, now, idle_timeout_s)

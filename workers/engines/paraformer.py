@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shared.messages import EngineSpec, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, unknown_stream_output
+from workers.engines.base import ChunkItem, ChunkOutput, expire_idle_streams, unknown_stream_output
 
 INT16_SCALE = 32768.0
 
@@ -134,7 +134,4 @@ class ParaformerStreamingEngine:
         self._streams.pop(stream_id, None)
 
     def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        expired = [s for s, st in self._streams.items() if now - st.last_fed > idle_timeout_s]
-        for stream_id in expired:
-            del self._streams[stream_id]
-        return expired
+        return expire_idle_streams(self._streams, now, idle_timeout_s)
