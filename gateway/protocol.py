@@ -46,6 +46,9 @@ class SessionConfig:
     audio_fs: int = SAMPLE_RATE
     hotwords: str = ""
     itn: bool = True
+    # Ours, opt-in: a result for every model chunk, even with empty text, so that a
+    # benchmark can time each chunk by its ``seq``.
+    timing: bool = False
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -203,6 +206,7 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         audio_fs=pick("audio_fs", _audio_fs, old.audio_fs),
         hotwords=pick("hotwords", _hotwords, old.hotwords),
         itn=pick("itn", _bool, old.itn),
+        timing=pick("timing", _bool, old.timing),
     )
 
 

@@ -207,17 +207,11 @@ class WorkerHandle:
         process = self._process
         if process is None or process.pid is None:
             return None  # never started
-        if process.exitcode is None:
-            with anyio.move_on_after(timeout):
-                await anyio.wait_readable(process.sentinel)
-        if process.exitcode is None:
+        if process.exitcode is None and not await _exited(process, timeout):
             process.terminate()
-            with anyio.move_on_after(KILL_GRACE_S):
-                await anyio.wait_readable(process.sentinel)
-        if process.exitcode is None:
-            process.kill()
-            await anyio.wait_readable(process.sentinel)
-        process.join(timeout=0)  # it has exited: this only collects the status
+            if not await _exited(process, KILL_GRACE_S):
+                process.kill()
+                await _exited(process, KILL_GRACE_S)
         return process.exitcode
 
     def fail_streams(self, error: GatewayError) -> None:
@@ -243,3 +237,14 @@ class WorkerHandle:
         if self._process is not None and self._process.exitcode is not None:
             self._process.close()
             self._process = None
+
+
+async def _exited(process: BaseProcess, timeout: float) -> bool:
+    """Wait up to ``timeout`` for the process to exit, and reap it."""
+    with anyio.move_on_after(timeout):
+        await anyio.wait_readable(process.sentinel)
+        # The sentinel reads EOF as the child's files close, a moment before the kernel
+        # lets it be reaped: this blocking join lasts only that moment.
+        process.join()
+        return True
+    return False

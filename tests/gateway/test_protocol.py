@@ -448,3 +448,15 @@ def test_hotwords_nested_too_deeply_to_reserialise_are_a_protocol_error() -> Non
         hotwords = {"w": hotwords}
     with pytest.raises(ProtocolError, match="hotwords"):
         parse_config({"hotwords": hotwords})
+
+
+def test_timing_is_an_opt_in_boolean_kept_across_utterances() -> None:
+    assert SessionConfig().timing is False
+    parser = streaming_parser(timing=True)
+    assert parser.config is not None
+    assert parser.config.timing is True
+    parser.receive_text(END)
+    parser.receive_text(json.dumps({"is_speaking": True}))
+    assert parser.config.timing is True
+    with pytest.raises(ProtocolError, match="timing"):
+        parse_config({"timing": 1})

@@ -1,0 +1,247 @@
+"""The ASGI app: ``uvicorn gateway.app:app``.
+
+The WebSocket endpoint at ``/`` speaks FunASR's protocol; ``/healthz``, ``/readyz`` and
+``/metrics`` are for the operator. The lifespan starts the worker pool and stops it; on
+SIGTERM or Ctrl-C it first drains the live sessions (see ``gateway.signals``).
+
+The lifespan is ours rather than Starlette's so that a start-up failure reaches uvicorn as
+one line (``ASR_MODEL=... is not in the local cache ...: set ASR_MODEL=...``), not as a
+traceback: uvicorn logs the message of ``lifespan.startup.failed`` and exits with code 3.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from uvicorn.logging import DefaultFormatter
+
+from gateway.admission import Admission
+from gateway.metrics import GatewayMetrics
+from gateway.session import CLOSE_GRACE_S, Session, close_with_error
+from gateway.settings import GatewaySettings
+from gateway.signals import SignalDrain
+from shared.errors import OverCapacityError, ShuttingDownError, WorkerLoadError
+from workers.pool import WorkerPool
+
+logger = logging.getLogger(__name__)
+
+SUBPROTOCOL = "binary"  # what FunASR's clients offer
+
+
+class StartupError(Exception):
+    """The gateway cannot start; the message says why and what to do, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Serving:
+    settings: GatewaySettings
+    pool: WorkerPool
+    admission: Admission
+
+
+class Gateway:
+    """The ASGI app. Settings come from ``settings``, else from the environment at start-up."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._environ = environ
+        self.metrics = GatewayMetrics()
+        self._serving: _Serving | None = None
+        self._router = Starlette(
+            routes=[
+                WebSocketRoute("/", self._websocket),
+                Route("/healthz", self._healthz),
+                Route("/readyz", self._readyz),
+                Route("/metrics", self._metrics),
+            ]
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        else:
+            await self._router(scope, receive, send)
+
+    # -- life cycle -------------------------------------------------------------------
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        started = False
+        try:
+            async with self._serve():
+                started = True
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+        except StartupError as exc:
+            # uvicorn logs just this message; a test client raises the error itself.
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            raise
+        except BaseException:
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": traceback.format_exc()})
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
+
+    @asynccontextmanager
+    async def _serve(self) -> AsyncIterator[None]:
+        _show_our_logs()
+        try:
+            settings = self._settings or GatewaySettings.from_env(self._environ)
+        except ValueError as exc:
+            raise StartupError(f"invalid settings: {exc}") from None
+        admission = Admission(settings.max_sessions)
+        pool = WorkerPool(settings.pool, on_result=self.metrics.observe_result)
+        try:
+            await pool.start()
+        except WorkerLoadError as exc:
+            raise StartupError(exc.message) from None
+        logger.info(
+            "serving %s on %s (%d workers, %s transport)",
+            pool.model.description if pool.model else settings.pool.model,
+            ",".join(settings.pool.devices),
+            len(settings.pool.worker_devices),
+            settings.pool.transport,
+        )
+        self.metrics.watch_workers(pool.status)
+        try:
+            async with anyio.create_task_group() as group:
+                self._serving = _Serving(settings, pool, admission)
+                with SignalDrain() as signals:
+                    group.start_soon(self._drain_on_signal, signals)
+                    try:
+                        yield
+                    finally:
+                        group.cancel_scope.cancel()
+        finally:
+            admission.expire()  # sessions still open (none, under uvicorn) close with 1012
+            await pool.aclose()
+            self.metrics.watch_workers(list)
+            self._serving = None
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Stop admitting sessions (new ones get 1012, ``/readyz`` 503), let the live ones
+        finish their utterance for up to ``timeout`` seconds (default ``ASR_DRAIN_TIMEOUT``),
+        then close the rest with 1012. SIGTERM and Ctrl-C call this before uvicorn's own
+        shutdown; an embedding server may call it too."""
+        serving = self._serving
+        if serving is None:
+            return
+        admission = serving.admission
+        timeout = serving.settings.drain_timeout_s if timeout is None else timeout
+        logger.info("draining: %d live sessions, for at most %g s", admission.active, timeout)
+        admission.start_drain()
+        with anyio.move_on_after(timeout):
+            await admission.wait_idle()
+        if admission.active:
+            logger.warning("drain timeout: closing %d sessions with 1012", admission.active)
+            admission.expire()
+            with anyio.move_on_after(CLOSE_GRACE_S):
+                await admission.wait_idle()
+
+    async def _drain_on_signal(self, signals: SignalDrain) -> None:
+        await signals.received.wait()
+        await self.drain()
+        signals.hand_over()
+
+    # -- WebSocket --------------------------------------------------------------------
+
+    async def _websocket(self, websocket: WebSocket) -> None:
+        offered = websocket.scope.get("subprotocols") or []
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        serving = self._serving
+        if serving is None:
+            await close_with_error(websocket, ShuttingDownError("the server is not serving"))
+            return
+        try:
+            place = serving.admission.admit()
+        except (OverCapacityError, ShuttingDownError) as exc:
+            reason = "over_capacity" if isinstance(exc, OverCapacityError) else "draining"
+            self.metrics.sessions_refused.labels(reason).inc()
+            await close_with_error(websocket, exc)
+            return
+        with place, self.metrics.sessions_active.track_inprogress():
+            self.metrics.sessions.inc()
+            session = Session(
+                websocket, serving.pool, serving.settings, serving.admission, self.metrics
+            )
+            await session.run()
+
+    # -- HTTP -------------------------------------------------------------------------
+
+    async def _healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def _readyz(self, request: Request) -> Response:
+        serving = self._serving
+        if serving is None:
+            return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
+        draining = serving.admission.draining.is_set()
+        ready = serving.pool.ready and not draining
+        body = {
+            "ready": ready,
+            "draining": draining,
+            "sessions": {
+                "active": serving.admission.active,
+                "max": serving.admission.max_sessions,
+            },
+            "workers": [
+                {
+                    "index": worker.index,
+                    "device": worker.device,
+                    "engine": worker.engine,
+                    "model": worker.model,
+                    "state": worker.state,
+                    "pid": worker.pid,
+                    "active_streams": worker.active_streams,
+                    "restarts": worker.restarts,
+                }
+                for worker in serving.pool.status()
+            ],
+        }
+        return JSONResponse(body, 200 if ready else 503)
+
+    async def _metrics(self, request: Request) -> Response:
+        return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _show_our_logs() -> None:
+    """Print the gateway's and the pool's INFO logs (the drain, worker restarts) the way
+    uvicorn prints its own, unless logging is configured (``--log-config``, pytest)."""
+    if logging.getLogger().handlers:
+        return
+    for name in ("gateway", "workers"):
+        package_logger = logging.getLogger(name)
+        if package_logger.handlers:
+            continue
+        handler = logging.StreamHandler()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        package_logger.addHandler(handler)
+        package_logger.setLevel(logging.INFO)
+        package_logger.propagate = False
+
+
+def create_app(
+    settings: GatewaySettings | None = None, environ: Mapping[str, str] | None = None
+) -> Gateway:
+    """The gateway app; with no ``settings`` they are read from ``environ`` (default: the
+    process environment) when the app starts, so that a bad value fails start-up in one line."""
+    return Gateway(settings, environ)
+
+
+app = create_app()

@@ -1,0 +1,109 @@
+"""Prometheus metrics of one app, in its own registry, named after Triton's with our prefix.
+
+Triton's ``nv_inference_count``, ``nv_inference_queue_duration_us`` and
+``nv_inference_compute_infer_duration_us`` become ``asr_chunks_total``,
+``asr_queue_duration_seconds`` and ``asr_compute_duration_seconds`` (histograms, in seconds as
+Prometheus prefers), labelled by worker. Worker state is read from the pool at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from shared.messages import StreamResult
+from workers.pool import WorkerStatus
+
+# From 0.5 ms (a chunk taken at once) to 10 s (a badly overloaded pool).
+DURATION_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+StatusSource = Callable[[], Sequence[WorkerStatus]]
+
+
+class WorkerCollector(Collector):
+    """Per-worker gauges and the restart counter, read from the pool's status on scrape."""
+
+    def __init__(self, status: StatusSource) -> None:
+        self._status = status
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["worker", "device"]
+        ready = GaugeMetricFamily(
+            "asr_worker_ready", "1 when the worker has loaded its model", labels=labels
+        )
+        streams = GaugeMetricFamily(
+            "asr_worker_active_streams", "Streams bound to the worker", labels=labels
+        )
+        restarts = CounterMetricFamily(
+            "asr_worker_restarts", "Times the worker died and was replaced", labels=labels
+        )
+        for worker in self._status():
+            values = [str(worker.index), worker.device]
+            ready.add_metric(values, 1.0 if worker.state == "ready" else 0.0)
+            streams.add_metric(values, worker.active_streams)
+            restarts.add_metric(values, worker.restarts)
+        return [ready, streams, restarts]
+
+
+class GatewayMetrics:
+    """The app's metrics; ``observe_result`` is the worker pool's ``on_result`` callback."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._status: StatusSource = list
+        registry = self.registry
+        self.sessions_active = Gauge(
+            "asr_sessions_active", "WebSocket sessions being served", registry=registry
+        )
+        self.sessions = Counter("asr_sessions", "WebSocket sessions admitted", registry=registry)
+        self.sessions_refused = Counter(
+            "asr_sessions_refused",
+            "WebSocket sessions refused at once (over capacity, or draining)",
+            ["reason"],
+            registry=registry,
+        )
+        self.session_errors = Counter(
+            "asr_session_errors",
+            "Sessions the server closed with an error, by close code",
+            ["code"],
+            registry=registry,
+        )
+        self.utterances = Counter(
+            "asr_utterances", "Utterances started, by mode", ["mode"], registry=registry
+        )
+        self.chunks = Counter(
+            "asr_chunks", "Audio pieces processed, by worker", ["worker"], registry=registry
+        )
+        self.queue_duration = Histogram(
+            "asr_queue_duration_seconds",
+            "Time a piece waited between the gateway's send and the worker taking it",
+            ["worker"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.compute_duration = Histogram(
+            "asr_compute_duration_seconds",
+            "Time of the engine step that processed a piece",
+            ["worker"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        registry.register(WorkerCollector(lambda: self._status()))
+
+    def watch_workers(self, status: StatusSource) -> None:
+        """Read worker state from ``status`` (the pool's) at each scrape."""
+        self._status = status
+
+    def observe_result(self, worker: int, result: StreamResult) -> None:
+        label = str(worker)
+        self.chunks.labels(label).inc()
+        self.queue_duration.labels(label).observe(result.queue_ms / 1000.0)
+        self.compute_duration.labels(label).observe(result.compute_ms / 1000.0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,355 @@
+"""One WebSocket connection: one task group of a reader, a forwarder and a writer.
+
+::
+
+    reader:    ws frames -> ProtocolParser -> [events, bounded]
+    forwarder: [events] -> ChunkCutter -> pool stream (one per utterance) -> [utterances, bounded]
+    writer:    [utterances] -> each stream's results, in order -> ws text frames
+
+Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
+events stream, which stops the reader, which leaves frames unread in uvicorn, which stops
+reading the socket, and TCP pushes back on the client. A slow client makes the writer wait,
+which leaves results unread, which makes ``send`` wait the same way.
+
+The first task to fail decides how the session ends: an error frame and its close code
+(``GatewayError``), or nothing at all when the client has gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.admission import Admission
+from gateway.chunker import ChunkCutter
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import (
+    AudioReceived,
+    ConfigReceived,
+    EndOfUtterance,
+    Event,
+    ParserState,
+    ProtocolParser,
+    SessionConfig,
+)
+from gateway.results import error_message, result_message
+from gateway.settings import GatewaySettings
+from shared.errors import GatewayError, ProtocolError, ShuttingDownError, WorkerError
+from shared.messages import StreamResult
+from workers.pool import WorkerPool
+from workers.stream import AudioStream
+
+logger = logging.getLogger(__name__)
+
+EVENT_BUFFER = 4  # parsed frames (up to ASR_MAX_FRAME_BYTES each) read ahead
+UTTERANCE_BUFFER = 1  # utterances opened ahead of the one the writer is relaying
+CLOSE_GRACE_S = 5.0  # to send the error frame and the close frame to a slow client
+MAX_REASON_BYTES = 123  # a close frame's reason must fit in a control frame
+
+
+class _ClientGone(Exception):
+    """The client closed the connection or dropped it: nobody to tell anything."""
+
+
+@dataclass(slots=True)
+class _Utterance:
+    """One utterance between its config and its end, as the forwarder holds it."""
+
+    config: SessionConfig
+    stream: AudioStream | None = None  # online: opened at the config; offline: at the end
+    cutter: ChunkCutter | None = None
+    buffer: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """An utterance's pool stream, handed from the forwarder to the writer."""
+
+    config: SessionConfig
+    stream: AudioStream
+
+
+def close_reason(message: str) -> str:
+    """``message`` cut to what a close frame can carry, on a character boundary."""
+    return message.encode("utf-8")[:MAX_REASON_BYTES].decode("utf-8", "ignore")
+
+
+async def close_with_error(websocket: WebSocket, error: GatewayError) -> None:
+    """Send our error frame, then close with the error's code; a gone client is fine."""
+    code = error.close_code
+    with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
+        try:
+            await websocket.send_text(error_message(code, error.message))
+            await websocket.close(code, close_reason(error.message))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the client left first, or the connection is already closed
+
+
+def timing_fields(result: StreamResult, worker: int) -> dict[str, object]:
+    """Our additive result fields, read by the benchmark; FunASR clients ignore them."""
+    return {
+        "seq": result.seq,
+        "queue_ms": round(result.queue_ms, 3),
+        "compute_ms": round(result.compute_ms, 3),
+        "batch_size": result.batch_size,
+        "worker": worker,
+    }
+
+
+class Session:
+    """Serves one accepted WebSocket until the client leaves or an error closes it."""
+
+    def __init__(
+        self,
+        websocket: WebSocket,
+        pool: WorkerPool,
+        settings: GatewaySettings,
+        admission: Admission,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self._websocket = websocket
+        self._pool = pool
+        self._settings = settings
+        self._admission = admission
+        self._metrics = metrics
+        self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
+        self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self._opened_in, self._opened = anyio.create_memory_object_stream[_Opened](UTTERANCE_BUFFER)
+        self._streams: set[AudioStream] = set()  # open pool streams, closed at the end
+        self._open_utterances = 0  # configs received whose final result is not sent yet
+        self._audio_bytes = 0
+        self._idle_scope: anyio.CancelScope | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._ended = False
+        self._error: GatewayError | None = None
+
+    async def run(self) -> None:
+        limit = self._settings.max_session_s
+        try:
+            with anyio.move_on_after(limit) as session_scope:
+                async with anyio.create_task_group() as group:
+                    self._group = group
+                    for task in (self._read, self._forward, self._write, self._watch_drain):
+                        group.start_soon(self._guard, task)
+            if session_scope.cancelled_caught and not self._ended:
+                self._error = ProtocolError(
+                    f"the session reached its maximum length of {limit:g} s"
+                    " (ASR_MAX_SESSION_SECONDS)"
+                )
+        finally:
+            for stream in list(self._streams):
+                await stream.aclose()  # never blocks: tells the worker to drop the stream
+            self._streams.clear()
+            for end in (self._events_in, self._events, self._opened_in, self._opened):
+                end.close()
+        if self._error is not None:
+            code = self._error.close_code
+            self._metrics.session_errors.labels(str(code)).inc()
+            logger.info("closing a session with %d: %s", code, self._error.message)
+            await close_with_error(self._websocket, self._error)
+
+    async def _guard(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the session's tasks; the first to fail ends the whole session."""
+        try:
+            await task()
+        except GatewayError as exc:
+            self._end(exc)
+        except (_ClientGone, WebSocketDisconnect):
+            self._end(None)
+        except Exception as exc:
+            logger.exception("session task %s failed", getattr(task, "__name__", task))
+            self._end(GatewayError(f"internal error: {type(exc).__name__}"))
+
+    def _end(self, error: GatewayError | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._error = error
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+
+    # -- reader -----------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        parser = self._parser
+        async with self._events_in:
+            while True:
+                message = await self._receive()
+                text, data = message.get("text"), message.get("bytes")
+                if text is not None:
+                    events = parser.receive_text(text)
+                elif data is not None:
+                    events = parser.receive_bytes(data)
+                else:
+                    continue
+                for event in events:
+                    if isinstance(event, ConfigReceived) and self._admission.draining.is_set():
+                        await self._refuse_utterance()
+                    self._check(event)
+                    await self._events_in.send(event)
+
+    async def _receive(self) -> Message:
+        """The client's next frame, within the idle timeout unless we owe it a result."""
+        idle = self._settings.idle_timeout_s
+        owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
+        deadline = math.inf if owed else anyio.current_time() + idle
+        message: Message | None = None
+        with anyio.CancelScope(deadline=deadline) as scope:
+            self._idle_scope = scope
+            message = await self._websocket.receive()
+        self._idle_scope = None
+        if message is None:
+            raise ProtocolError(f"no frame from the client for {idle:g} s (ASR_IDLE_TIMEOUT)")
+        if message["type"] == "websocket.disconnect":
+            raise _ClientGone
+        return message
+
+    async def _refuse_utterance(self) -> None:
+        """No new utterance while draining; the ones still owed their results get them
+        first (the writer closes the session after the last), within the drain timeout."""
+        if not self._open_utterances:
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        await anyio.sleep_forever()
+
+    def _check(self, event: Event) -> None:
+        """What the parser cannot know: the modes we serve, the session's length."""
+        match event:
+            case ConfigReceived(config=config):
+                if config.mode == "2pass":
+                    raise ProtocolError(
+                        'mode "2pass" is not served yet: send "mode": "online" or "offline"'
+                    )
+                self._open_utterances += 1
+                self._metrics.utterances.labels(config.mode).inc()
+            case AudioReceived(pcm=pcm):
+                self._audio_bytes += len(pcm)
+                if self._audio_bytes > self._settings.max_session_bytes:
+                    raise ProtocolError(
+                        f"the session sent more than {self._settings.max_session_s:g} s"
+                        " of audio (ASR_MAX_SESSION_SECONDS)"
+                    )
+            case EndOfUtterance():
+                pass
+
+    # -- forwarder --------------------------------------------------------------------
+
+    async def _forward(self) -> None:
+        utterance: _Utterance | None = None
+        async with self._opened_in:
+            async for event in self._events:
+                match event:
+                    case ConfigReceived(config=config):
+                        utterance = _Utterance(config)
+                        if config.mode == "online":
+                            utterance.stream = await self._open(config)
+                            utterance.cutter = ChunkCutter(config.chunk_bytes)
+                    case AudioReceived(pcm=pcm):
+                        assert utterance is not None, "the parser lets no audio before a config"
+                        if utterance.cutter is not None and utterance.stream is not None:
+                            for chunk in utterance.cutter.push(pcm):
+                                await utterance.stream.send(chunk)
+                        else:
+                            utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
+                    case EndOfUtterance():
+                        assert utterance is not None, "the parser lets no end before a config"
+                        await self._finish(utterance)
+                        utterance = None
+
+    async def _open(self, config: SessionConfig) -> AudioStream:
+        stream = self._pool.open_stream(config.stream_options())
+        self._streams.add(stream)
+        await self._opened_in.send(_Opened(config, stream))
+        return stream
+
+    async def _finish(self, utterance: _Utterance) -> None:
+        if utterance.cutter is not None and utterance.stream is not None:
+            await utterance.stream.finish(utterance.cutter.flush())
+            return
+        # Offline: the whole utterance in one go, as FunASR's offline server decodes it.
+        stream = await self._open(utterance.config)
+        audio, utterance.buffer = utterance.buffer, bytearray()
+        await stream.finish(audio)
+
+    # -- writer -----------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        async for opened in self._opened:
+            async with opened.stream:
+                await self._relay(opened)
+            self._streams.discard(opened.stream)
+            self._utterance_done()
+
+    async def _relay(self, opened: _Opened) -> None:
+        """Send one utterance's results: each non-empty partial online, then the final."""
+        config, worker = opened.config, opened.stream.worker_index
+        texts: list[str] = []
+        queue_ms = compute_ms = 0.0
+        async for result in opened.stream:
+            if config.mode == "online":
+                if result.text or result.is_final or config.timing:
+                    await self._send(
+                        result_message(
+                            mode="online",
+                            text=result.text,
+                            wav_name=config.wav_name,
+                            is_final=result.is_final,
+                            extra=timing_fields(result, worker),
+                        )
+                    )
+            else:
+                texts.append(result.text)
+                queue_ms += result.queue_ms
+                compute_ms += result.compute_ms
+            if not result.is_final:
+                continue
+            if config.mode == "offline":
+                whole = "".join(texts) if self._pool.text_is_delta else result.text
+                extra = timing_fields(result, worker)
+                # The sums over the utterance's pieces: its whole queue and compute time.
+                extra.update(queue_ms=round(queue_ms, 3), compute_ms=round(compute_ms, 3))
+                await self._send(
+                    result_message(
+                        mode="offline",
+                        text=whole,
+                        wav_name=config.wav_name,
+                        is_final=True,
+                        extra=extra,
+                    )
+                )
+            return
+        raise WorkerError("the stream ended without its final result")
+
+    async def _send(self, text: str) -> None:
+        idle = self._settings.idle_timeout_s
+        with anyio.move_on_after(idle) as scope:
+            await self._websocket.send_text(text)
+        if scope.cancelled_caught:
+            raise ProtocolError(f"the client read no result for {idle:g} s (ASR_IDLE_TIMEOUT)")
+
+    def _utterance_done(self) -> None:
+        self._open_utterances -= 1
+        if self._open_utterances:
+            return
+        if self._admission.draining.is_set():
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        if self._idle_scope is not None:
+            # The reader was waiting untimed while we owed the client a result.
+            self._idle_scope.deadline = anyio.current_time() + self._settings.idle_timeout_s
+
+    # -- drain ------------------------------------------------------------------------
+
+    async def _watch_drain(self) -> None:
+        """Close at once if idle when the drain starts; else after the final result (the
+        writer does that), or when the drain timeout passes, whichever comes first."""
+        await self._admission.draining.wait()
+        if not self._open_utterances:
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        await self._admission.expired.wait()
+        raise ShuttingDownError("the server is shutting down; the drain timeout has passed")

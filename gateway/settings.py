@@ -1,0 +1,80 @@
+"""Settings of the gateway, read from environment variables (``ASR_*``).
+
+The worker pool's own settings (model, devices, transport, threads, ...) are
+``shared.settings.PoolSettings``; this adds what the WebSocket side needs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from shared.messages import SAMPLE_RATE
+from shared.settings import PoolSettings
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, not {raw!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    """Everything ``uvicorn gateway.app:app`` is configured with."""
+
+    pool: PoolSettings = field(default_factory=PoolSettings)
+    max_sessions: int = 64
+    max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
+    max_text_bytes: int = 65536
+    idle_timeout_s: float = 60.0
+    max_session_s: float = 3600.0
+    drain_timeout_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if min(self.max_sessions, self.max_frame_bytes, self.max_text_bytes) < 1:
+            raise ValueError("session and frame limits must be at least 1")
+        for seconds in (self.idle_timeout_s, self.max_session_s, self.drain_timeout_s):
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ValueError("timeouts must be positive numbers of seconds")
+
+    @property
+    def max_session_bytes(self) -> int:
+        """The most PCM one session may send: ``max_session_s`` of 16 kHz int16 audio."""
+        return int(self.max_session_s * SAMPLE_RATE) * 2
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> GatewaySettings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            pool=PoolSettings.from_env(env),
+            max_sessions=_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
+            max_frame_bytes=_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
+            max_text_bytes=_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
+            idle_timeout_s=_positive_float(env, "ASR_IDLE_TIMEOUT", defaults.idle_timeout_s),
+            max_session_s=_positive_float(env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s),
+            drain_timeout_s=_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
+        )

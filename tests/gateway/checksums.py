@@ -1,0 +1,75 @@
+"""What a client of the checksum engine sends and what it must get back.
+
+The checksum engine's text is ``"<samples>:<crc32>"`` over every int16 sample its stream has
+received so far, so each result can be checked against the audio that was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from collections.abc import Mapping, Sequence
+
+END = json.dumps({"is_speaking": False})
+TIMING_FIELDS = frozenset({"seq", "queue_ms", "compute_ms", "batch_size", "worker"})
+
+
+def checksum(pcm: bytes) -> str:
+    return f"{len(pcm) // 2}:{zlib.crc32(pcm):08x}"
+
+
+def config(**fields: object) -> str:
+    """A config message: online, 600 ms chunks, unless ``fields`` say otherwise."""
+    message: dict[str, object] = {
+        "mode": "online",
+        "chunk_size": [5, 10, 5],
+        "chunk_interval": 10,
+        "wav_name": "test",
+        "is_speaking": True,
+    }
+    message.update(fields)
+    return json.dumps(message)
+
+
+def random_pcm(rng: random.Random, samples: int) -> bytes:
+    return rng.randbytes(2 * samples)
+
+
+def random_frames(rng: random.Random, pcm: bytes, largest: int) -> list[bytes]:
+    """``pcm`` cut at random points: frames of 1 to ``largest`` bytes, many of odd length."""
+    frames: list[bytes] = []
+    offset = 0
+    while offset < len(pcm):
+        size = rng.randint(1, largest)
+        frames.append(pcm[offset : offset + size])
+        offset += size
+    return frames
+
+
+def check_online(results: Sequence[Mapping[str, object]], pcm: bytes, chunk_bytes: int) -> None:
+    """A partial for every whole chunk, each the checksum of the audio up to it; the final
+    over everything; all ``online``, with the timing fields and ``seq`` in order."""
+    *partials, final = results
+    assert len(partials) == len(pcm) // chunk_bytes
+    for index, message in enumerate(partials):
+        sent = (index + 1) * chunk_bytes
+        assert message["mode"] == "online"
+        assert message["is_final"] is False
+        assert message["text"] == checksum(pcm[:sent])
+    assert final["mode"] == "online"
+    assert final["is_final"] is True
+    assert final["text"] == checksum(pcm)
+    assert [message["seq"] for message in results] == list(range(len(results)))
+    for message in results:
+        assert message.keys() >= TIMING_FIELDS
+
+
+def check_offline(results: Sequence[Mapping[str, object]], pcm: bytes) -> None:
+    """One result for the whole utterance."""
+    assert len(results) == 1
+    (final,) = results
+    assert final["mode"] == "offline"
+    assert final["is_final"] is True
+    assert final["text"] == checksum(pcm)
+    assert final.keys() >= TIMING_FIELDS
