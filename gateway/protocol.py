@@ -159,7 +159,8 @@ def _wav_name(name: str, value: object) -> str:
 
 
 def _wav_format(name: str, value: object) -> str:
-    if value != "pcm":
+    # FunASR's HTML5 client sends "PCM" for WAV files, its Python client "pcm".
+    if not isinstance(value, str) or value.lower() != "pcm":
         raise ProtocolError(f'{name} must be "pcm" (raw 16-bit PCM), got {value!r:.40}')
     return "pcm"
 

@@ -460,3 +460,11 @@ def test_timing_is_an_opt_in_boolean_kept_across_utterances() -> None:
     assert parser.config.timing is True
     with pytest.raises(ProtocolError, match="timing"):
         parse_config({"timing": 1})
+
+
+def test_wav_format_pcm_in_any_case_is_accepted() -> None:
+    # FunASR's HTML5 client sends "PCM" when it streams a WAV file.
+    parser = ProtocolParser()
+    (event,) = parser.receive_text('{"mode": "online", "wav_format": "PCM"}')
+    assert isinstance(event, ConfigReceived)
+    assert event.config.wav_format == "pcm"
