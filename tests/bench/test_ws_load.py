@@ -1,0 +1,79 @@
+"""The load generator against a real gateway: it measures and verifies what it claims."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bench.run import markdown, parse_config
+from bench.stats import distribution
+from tests.gateway.uvicorn_server import serve
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_ws_load_verifies_every_stream(tmp_path: Path) -> None:
+    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
+    async with serve(env, tmp_path / "server.log") as server:
+        report = tmp_path / "load.json"
+        command = [
+            sys.executable,
+            "-m",
+            "bench.ws_load",
+            "--url",
+            server.url,
+            "--streams",
+            "4",
+            "--seconds",
+            "1.5",
+            "--ramp",
+            "0.2",
+            "--verify",
+            "--quiet",
+            "--json",
+            str(report),
+        ]
+        with anyio.fail_after(60):
+            completed = await anyio.run_process(
+                command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
+            )
+        assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
+    summary = json.loads(report.read_text())["summary"]
+    assert (summary["completed"], summary["verified"], summary["errors"]) == (4, 4, 0)
+    # 1.5 s of audio is two whole 600 ms chunks per stream, each timed by its seq.
+    assert summary["chunk_latency_ms"]["count"] == 8
+    assert summary["first_partial_ms"]["count"] == 4
+    assert summary["server_queue_ms"]["count"] == 12  # two chunks and the final, each
+
+
+def test_distribution_percentiles() -> None:
+    d = distribution([float(v) for v in range(1, 101)])
+    assert (d.count, d.max) == (100, 100.0)
+    assert d.p50 == pytest.approx(50.5)
+    assert d.p99 == pytest.approx(99.01)
+    assert distribution([]).count == 0
+
+
+def test_run_config_parsing() -> None:
+    config = parse_config("shm:ASR_MODEL=checksum;ASR_DEVICES=cpu,cpu")
+    assert config.name == "shm"
+    assert config.env == {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
+
+
+def test_markdown_reports_median_and_spread() -> None:
+    from bench.run import Point
+
+    points = [
+        Point("shm", 10, r, 10, 0, 0, 10, 1.0, p95, 3.0, 2.0, 1.0, 100.0, 36.0, 0.5)
+        for r, p95 in enumerate([2.0, 4.0, 3.0])
+    ]
+    table = markdown(points)
+    assert "| shm | 10 | 3 | 0 |" in table
+    assert "3.0 (2.0-4.0)" in table
