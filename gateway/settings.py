@@ -12,33 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shared.messages import SAMPLE_RATE
-from shared.settings import PoolSettings
-
-
-def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
-    return value
-
-
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, not {raw!r}")
-    return value
+from shared.settings import PoolSettings, env_positive_float, env_positive_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +45,12 @@ class GatewaySettings:
         defaults = cls()
         return cls(
             pool=PoolSettings.from_env(env),
-            max_sessions=_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
-            max_frame_bytes=_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
-            max_text_bytes=_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
-            idle_timeout_s=_positive_float(env, "ASR_IDLE_TIMEOUT", defaults.idle_timeout_s),
-            max_session_s=_positive_float(env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s),
-            drain_timeout_s=_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
+            max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
+            max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
+            max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
+            idle_timeout_s=env_positive_float(env, "ASR_IDLE_TIMEOUT", defaults.idle_timeout_s),
+            max_session_s=env_positive_float(
+                env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s
+            ),
+            drain_timeout_s=env_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
         )

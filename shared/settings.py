@@ -5,6 +5,7 @@ Pure data: resolving a model name to a directory happens in ``workers.models``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,34 @@ def _parse_devices(value: str) -> tuple[str, ...]:
         if device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"unknown device {device!r} in ASR_DEVICES (use cpu or cuda:N)")
     return devices
+
+
+def env_positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    """``env[name]`` as a positive finite number of seconds; errors name the variable."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def env_positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """``env[name]`` as an integer of at least 1; errors name the variable."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, not {raw!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,17 +104,27 @@ class PoolSettings:
         return cls(
             model=env.get("ASR_MODEL", defaults.model),
             devices=_parse_devices(env.get("ASR_DEVICES", ",".join(defaults.devices))),
-            workers_per_device=int(env.get("ASR_WORKERS_PER_DEVICE", defaults.workers_per_device)),
-            transport=transport,
-            threads_per_worker=int(env.get("ASR_THREADS_PER_WORKER", defaults.threads_per_worker)),
-            slot_bytes=int(env.get("ASR_SLOT_BYTES", defaults.slot_bytes)),
-            slots_per_worker=int(env.get("ASR_SLOTS_PER_WORKER", defaults.slots_per_worker)),
-            max_batch=int(env.get("ASR_MAX_BATCH", defaults.max_batch)),
-            stream_window=int(env.get("ASR_STREAM_WINDOW", defaults.stream_window)),
-            stream_idle_timeout_s=float(
-                env.get("ASR_STREAM_IDLE_TIMEOUT", defaults.stream_idle_timeout_s)
+            workers_per_device=env_positive_int(
+                env, "ASR_WORKERS_PER_DEVICE", defaults.workers_per_device
             ),
-            start_timeout_s=float(env.get("ASR_WORKER_START_TIMEOUT", defaults.start_timeout_s)),
-            stop_timeout_s=float(env.get("ASR_WORKER_STOP_TIMEOUT", defaults.stop_timeout_s)),
+            transport=transport,
+            threads_per_worker=env_positive_int(
+                env, "ASR_THREADS_PER_WORKER", defaults.threads_per_worker
+            ),
+            slot_bytes=env_positive_int(env, "ASR_SLOT_BYTES", defaults.slot_bytes),
+            slots_per_worker=env_positive_int(
+                env, "ASR_SLOTS_PER_WORKER", defaults.slots_per_worker
+            ),
+            max_batch=env_positive_int(env, "ASR_MAX_BATCH", defaults.max_batch),
+            stream_window=env_positive_int(env, "ASR_STREAM_WINDOW", defaults.stream_window),
+            stream_idle_timeout_s=env_positive_float(
+                env, "ASR_STREAM_IDLE_TIMEOUT", defaults.stream_idle_timeout_s
+            ),
+            start_timeout_s=env_positive_float(
+                env, "ASR_WORKER_START_TIMEOUT", defaults.start_timeout_s
+            ),
+            stop_timeout_s=env_positive_float(
+                env, "ASR_WORKER_STOP_TIMEOUT", defaults.stop_timeout_s
+            ),
             model_cache_dir=env.get("ASR_MODEL_CACHE", defaults.model_cache_dir),
         )
