@@ -80,10 +80,6 @@ class WorkerHandle:
     def free_slots(self) -> int:
         return self._free_slots.statistics().current_buffer_used
 
-    @property
-    def exitcode(self) -> int | None:
-        return self._process.exitcode if self._process is not None else None
-
     async def start(self) -> WorkerReady:
         """Spawn the worker and wait until it has loaded its engine.
 

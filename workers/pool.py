@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -305,10 +304,3 @@ class WorkerPool:
         return bool(self._seats) and all(
             seat.handle.state is WorkerState.READY for seat in self._seats
         )
-
-
-@asynccontextmanager
-async def open_pool(settings: PoolSettings | None = None) -> AsyncIterator[WorkerPool]:
-    """A pool built from ``settings`` (default: from the environment)."""
-    async with WorkerPool(settings or PoolSettings.from_env()) as pool:
-        yield pool

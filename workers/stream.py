@@ -54,11 +54,6 @@ class AudioStream:
             StreamResult | GatewayError
         ](max_buffer_size=window + 1)
 
-    @property
-    def finished(self) -> bool:
-        """Whether ``finish`` was called: no more audio can be sent."""
-        return self._finished
-
     async def send(self, audio: Audio) -> None:
         """Queue audio for the worker; split into slot-sized pieces as needed."""
         data = pcm_bytes(audio)
