@@ -71,7 +71,7 @@ def test_markdown_reports_median_and_spread() -> None:
     from bench.run import Point
 
     points = [
-        Point("shm", 10, r, 10, 0, 0, 10, 1.0, p95, 3.0, 2.0, 1.0, 100.0, 36.0, 0.5)
+        Point("shm", 10, r, 10, 0, 0, 10, 1.0, p95, 3.0, 2.0, 1.0, 100.0, 36.0, 0.5, 9.0)
         for r, p95 in enumerate([2.0, 4.0, 3.0])
     ]
     table = markdown(points)
