@@ -151,6 +151,8 @@ def run_point(
             "--quiet",
             *(["--verify"] if config.env.get("ASR_MODEL") == "checksum" else []),
             *(["--fast"] if args.fast else []),
+            "--chunk-interval",
+            str(args.chunk_interval),
         ]
     )
     cpu_before = gateway.cpu_seconds()
@@ -228,6 +230,8 @@ def plot(points: list[Point], out: Path) -> list[Path]:
             low = [m - min(v) for m, v in zip(medians, values, strict=True)]
             high = [max(v) - m for m, v in zip(medians, values, strict=True)]
             axis.errorbar(levels, medians, yerr=[low, high], marker="o", capsize=3, label=name)
+        if attribute.startswith("chunk_"):
+            axis.set_yscale("log")  # from milliseconds to the seconds of an overload
         axis.set_xlabel("concurrent streams")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
@@ -246,11 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--replot", type=Path, help="redraw the plots of DIR/points.json")
     parser.add_argument(
         "--config",
         action="append",
         type=parse_config,
-        required=True,
         help="NAME:VAR=VALUE;VAR=VALUE (repeatable)",
     )
     parser.add_argument("--streams", default="10,50,100", help="concurrency levels")
@@ -258,8 +262,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fast", action="store_true", help="send audio as fast as possible")
+    parser.add_argument(
+        "--chunk-interval",
+        type=int,
+        default=10,
+        help="frames per 600 ms chunk, as FunASR's clients send (10: 60 ms)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/run"))
     args = parser.parse_args(argv)
+    if args.replot:
+        saved = json.loads((args.replot / "points.json").read_text())["points"]
+        for path in plot([Point(**p) for p in saved], args.replot):
+            print(f"plot: {path}")
+        return 0
+    if not args.config:
+        parser.error("--config is required")
     args.out.mkdir(parents=True, exist_ok=True)
     levels = [int(s) for s in args.streams.split(",")]
     points: list[Point] = []
