@@ -11,6 +11,7 @@ traceback: uvicorn logs the message of ``lifespan.startup.failed`` and exits wit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
 from collections.abc import AsyncIterator, Mapping
@@ -33,6 +34,7 @@ from gateway.session import CLOSE_GRACE_S, Session, close_with_error
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
 from shared.errors import OverCapacityError, ShuttingDownError, WorkerLoadError
+from shared.gc_tuning import latency_tuned_gc
 from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
@@ -119,15 +121,17 @@ class Gateway:
             settings.pool.transport,
         )
         self.metrics.watch_workers(pool.status)
+        gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         try:
-            async with anyio.create_task_group() as group:
-                self._serving = _Serving(settings, pool, admission)
-                with SignalDrain() as signals:
-                    group.start_soon(self._drain_on_signal, signals)
-                    try:
-                        yield
-                    finally:
-                        group.cancel_scope.cancel()
+            with gc_tuning:
+                async with anyio.create_task_group() as group:
+                    self._serving = _Serving(settings, pool, admission)
+                    with SignalDrain() as signals:
+                        group.start_soon(self._drain_on_signal, signals)
+                        try:
+                            yield
+                        finally:
+                            group.cancel_scope.cancel()
         finally:
             admission.expire()  # sessions still open (none, under uvicorn) close with 1012
             await pool.aclose()

@@ -26,6 +26,7 @@ class GatewaySettings:
     idle_timeout_s: float = 60.0
     max_session_s: float = 3600.0
     drain_timeout_s: float = 20.0
+    gc_tuning: bool = True  # shared.gc_tuning: freeze the start-up heap, rarer collections
 
     def __post_init__(self) -> None:
         if min(self.max_sessions, self.max_frame_bytes, self.max_text_bytes) < 1:
@@ -53,4 +54,5 @@ class GatewaySettings:
                 env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s
             ),
             drain_timeout_s=env_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
+            gc_tuning=env.get("ASR_GC_TUNING", "1").strip().lower() not in ("0", "false", "no"),
         )

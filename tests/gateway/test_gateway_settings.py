@@ -71,3 +71,8 @@ def test_limits_are_checked_when_built_directly() -> None:
         GatewaySettings(max_sessions=0)
     with pytest.raises(ValueError, match="positive"):
         GatewaySettings(drain_timeout_s=-1.0)
+
+
+def test_gc_tuning_is_on_unless_switched_off() -> None:
+    assert GatewaySettings.from_env({}).gc_tuning
+    assert not GatewaySettings.from_env({"ASR_GC_TUNING": "0"}).gc_tuning
