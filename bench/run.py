@@ -217,6 +217,7 @@ def plot(points: list[Point], out: Path) -> list[Path]:
     metrics: list[tuple[str, str]] = [
         ("chunk_p95_ms", "p95 per-chunk latency (ms)"),
         ("server_cpu_s_per_audio_hour", "gateway CPU seconds per audio hour"),
+        ("throughput_rt", "throughput (audio seconds decoded per second)"),
     ]
     for attribute, label in metrics:
         figure, axis = plt.subplots(figsize=(6, 4))
