@@ -78,7 +78,9 @@ class Gateway:
 
     def __init__(self, config: Config) -> None:
         self.port = free_port()
-        env = {**os.environ, **config.env}
+        # Served as the README serves: WebSocket compression off (PCM does not compress);
+        # a configuration may set UVICORN_WS_PER_MESSAGE_DEFLATE=true to measure it on.
+        env = {**os.environ, "UVICORN_WS_PER_MESSAGE_DEFLATE": "false", **config.env}
         self.process = subprocess.Popen(
             [
                 sys.executable,

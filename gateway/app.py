@@ -28,12 +28,13 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
+from gateway.access import ClientSessions, Refusal, check_handshake
 from gateway.admission import Admission
 from gateway.metrics import GatewayMetrics
 from gateway.session import CLOSE_GRACE_S, Session, close_with_error
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
-from shared.errors import OverCapacityError, ShuttingDownError, WorkerLoadError
+from shared.errors import OverCapacityError, ProtocolError, ShuttingDownError, WorkerLoadError
 from shared.gc_tuning import latency_tuned_gc
 from workers.pool import WorkerPool
 
@@ -51,6 +52,7 @@ class _Serving:
     settings: GatewaySettings
     pool: WorkerPool
     admission: Admission
+    clients: ClientSessions
 
 
 class Gateway:
@@ -125,7 +127,8 @@ class Gateway:
         try:
             with gc_tuning:
                 async with anyio.create_task_group() as group:
-                    self._serving = _Serving(settings, pool, admission)
+                    clients = ClientSessions(settings.access.max_sessions_per_client)
+                    self._serving = _Serving(settings, pool, admission, clients)
                     with SignalDrain() as signals:
                         group.start_soon(self._drain_on_signal, signals)
                         try:
@@ -166,20 +169,32 @@ class Gateway:
     # -- WebSocket --------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
+        serving = self._serving
+        if serving is not None:
+            # Keys and origin first: a refused handshake costs no session, no worker stream.
+            refusal = check_handshake(
+                serving.settings.access, websocket.headers, websocket.scope["query_string"]
+            )
+            if refusal is not None:
+                reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+                self.metrics.sessions_refused.labels(reason).inc()
+                await _deny(websocket, refusal)
+                return
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
-        serving = self._serving
         if serving is None:
             await close_with_error(websocket, ShuttingDownError("the server is not serving"))
             return
-        try:
-            place = serving.admission.admit()
-        except (OverCapacityError, ShuttingDownError) as exc:
-            reason = "over_capacity" if isinstance(exc, OverCapacityError) else "draining"
-            self.metrics.sessions_refused.labels(reason).inc()
-            await close_with_error(websocket, exc)
-            return
-        with place, self.metrics.sessions_active.track_inprogress():
+        client = websocket.client.host if websocket.client else "unknown"
+        with contextlib.ExitStack() as places:
+            try:
+                places.enter_context(serving.clients.admit(client))
+                places.enter_context(serving.admission.admit())
+            except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
+                self.metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
+                await close_with_error(websocket, exc)
+                return
+            places.enter_context(self.metrics.sessions_active.track_inprogress())
             self.metrics.sessions.inc()
             session = Session(
                 websocket, serving.pool, serving.settings, serving.admission, self.metrics
@@ -213,6 +228,8 @@ class Gateway:
                     "state": worker.state,
                     "pid": worker.pid,
                     "active_streams": worker.active_streams,
+                    "free_slots": worker.free_slots,
+                    "engine_streams": worker.engine_streams,
                     "restarts": worker.restarts,
                 }
                 for worker in serving.pool.status()
@@ -222,6 +239,27 @@ class Gateway:
 
     async def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _refusal_reason(error: Exception) -> str:
+    match error:
+        case OverCapacityError():
+            return "over_capacity"
+        case ShuttingDownError():
+            return "draining"
+        case _:
+            return "client_cap"
+
+
+async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
+    """Answer the handshake with an HTTP error and a JSON reason, where the server can
+    (uvicorn can); else refuse it bare (uvicorn answers 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        body = {"type": "error", "code": refusal.status, "message": refusal.message}
+        headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
+        await websocket.send_denial_response(JSONResponse(body, refusal.status, headers))
+    else:
+        await websocket.close(1008, refusal.message[:120])
 
 
 def _show_our_logs() -> None:

@@ -63,7 +63,8 @@ class GatewayMetrics:
         self.sessions = Counter("asr_sessions", "WebSocket sessions admitted", registry=registry)
         self.sessions_refused = Counter(
             "asr_sessions_refused",
-            "WebSocket sessions refused at once (over capacity, or draining)",
+            "WebSocket sessions refused at once, by reason: over_capacity, draining,"
+            " client_cap, unauthorized, forbidden_origin",
             ["reason"],
             registry=registry,
         )

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gateway.access import AccessSettings
 from shared.messages import SAMPLE_RATE
 from shared.settings import PoolSettings, env_positive_float, env_positive_int
 
@@ -20,6 +21,7 @@ class GatewaySettings:
     """Everything ``uvicorn gateway.app:app`` is configured with."""
 
     pool: PoolSettings = field(default_factory=PoolSettings)
+    access: AccessSettings = field(default_factory=AccessSettings)
     max_sessions: int = 64
     max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
     max_text_bytes: int = 65536
@@ -46,6 +48,7 @@ class GatewaySettings:
         defaults = cls()
         return cls(
             pool=PoolSettings.from_env(env),
+            access=AccessSettings.from_env(env),
             max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
             max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
             max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),

@@ -62,6 +62,16 @@ class StreamResult:
 
 @dataclass(frozen=True, slots=True)
 class StreamFailed:
+    """The answer to one audio piece that could not be decoded; the stream is lost."""
+
+    stream_id: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamExpired:
+    """The worker dropped an idle stream's state on its own (no audio piece answered)."""
+
     stream_id: int
     message: str
 
@@ -93,8 +103,22 @@ class WorkerStopped:
     streams_dropped: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """Sent about once a second: the streams whose decoder state the worker holds."""
+
+    engine_streams: int
+
+
 WorkerMessage = (
-    StreamResult | StreamFailed | SlotsFreed | WorkerReady | WorkerLoadFailed | WorkerStopped
+    StreamResult
+    | StreamFailed
+    | StreamExpired
+    | SlotsFreed
+    | WorkerReady
+    | WorkerLoadFailed
+    | WorkerStopped
+    | WorkerStats
 )
 
 

@@ -70,6 +70,9 @@ class PoolSettings:
     stream_idle_timeout_s: float = 300.0
     start_timeout_s: float = 300.0
     stop_timeout_s: float = 10.0
+    # A worker that owes results and sends none for this long is taken for hung and
+    # killed. A step of max_batch large-model chunks on one CPU core takes ~7 s.
+    step_timeout_s: float = 60.0
     model_cache_dir: str = field(
         default_factory=lambda: os.path.expanduser("~/.cache/asr-gateway/models")
     )
@@ -125,6 +128,9 @@ class PoolSettings:
             ),
             stop_timeout_s=env_positive_float(
                 env, "ASR_WORKER_STOP_TIMEOUT", defaults.stop_timeout_s
+            ),
+            step_timeout_s=env_positive_float(
+                env, "ASR_WORKER_STEP_TIMEOUT", defaults.step_timeout_s
             ),
             model_cache_dir=env.get("ASR_MODEL_CACHE", defaults.model_cache_dir),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import multiprocessing
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -14,10 +15,13 @@ import anyio
 from shared.errors import GatewayError, WorkerError, WorkerLoadError
 from shared.messages import (
     EngineSpec,
+    StreamFailed,
     StreamOptions,
+    StreamResult,
     WorkerLoadFailed,
     WorkerMessage,
     WorkerReady,
+    WorkerStats,
 )
 from shared.settings import PoolSettings
 from shared.wire import CommandHeader, CommandKind, SlabLayout
@@ -67,6 +71,13 @@ class WorkerHandle:
         self._sender: CommandSender | None = None
         self._results: Connection | None = None
         self._process: BaseProcess | None = None
+        # Hang detection: every audio piece sent is owed exactly one answer (a result or a
+        # failure). ``_owed_since`` is when the worker last made progress while owing any.
+        self._pieces_sent = 0
+        self._pieces_answered = 0
+        self._owed_since: float | None = None
+        self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
+        self.killed_as_hung = False
 
     @property
     def pid(self) -> int | None:
@@ -149,8 +160,27 @@ class WorkerHandle:
                     batch: tuple[WorkerMessage, ...] = results.recv()
                 except (EOFError, OSError):
                     return
+                answered_before = self._pieces_answered
                 for message in batch:
+                    match message:
+                        case StreamResult() | StreamFailed():
+                            self._pieces_answered += 1
+                        case WorkerStats():
+                            self.engine_streams = message.engine_streams
                     route(self, message)
+                if self._pieces_answered != answered_before:
+                    owing = self._pieces_sent > self._pieces_answered
+                    self._owed_since = time.monotonic() if owing else None
+
+    def seconds_without_progress(self) -> float:
+        """How long the worker has owed answers without sending any (0 if it owes none)."""
+        owed_since = self._owed_since
+        return 0.0 if owed_since is None else time.monotonic() - owed_since
+
+    def kill_as_hung(self) -> None:
+        """SIGKILL a worker that stopped answering; its exit then fails its streams."""
+        self.killed_as_hung = True
+        self.kill()
 
     async def acquire_slot(self) -> int:
         """Wait for a free slot: this wait is the pipeline's backpressure."""
@@ -183,6 +213,10 @@ class WorkerHandle:
             self._sender.send(header, pcm)
         except (OSError, ValueError) as exc:
             raise WorkerError(f"worker {self.index} is gone: {exc}") from exc
+        if header.kind is CommandKind.AUDIO:
+            self._pieces_sent += 1
+            if self._owed_since is None:
+                self._owed_since = time.monotonic()
 
     def request_stop(self) -> None:
         """Ask the worker to finish what is queued and exit."""

@@ -23,10 +23,12 @@ from shared.errors import OverCapacityError, ShuttingDownError, WorkerError, Wor
 from shared.messages import (
     EngineSpec,
     SlotsFreed,
+    StreamExpired,
     StreamFailed,
     StreamOptions,
     StreamResult,
     WorkerMessage,
+    WorkerStats,
 )
 from shared.settings import PoolSettings
 from workers.handle import WorkerHandle, WorkerState
@@ -49,6 +51,7 @@ class WorkerStatus:
     pid: int | None
     active_streams: int
     free_slots: int
+    engine_streams: int
     restarts: int
 
 
@@ -176,18 +179,27 @@ class WorkerPool:
         try:
             while True:
                 handle = seat.handle
-                await handle.read_messages(self._route)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._watch_for_hang, seat, handle)
+                    await handle.read_messages(self._route)
+                    group.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     exit_code = await handle.reap()
                 if self._stopping:
                     handle.fail_streams(ShuttingDownError("the server is shutting down"))
                     handle.close()
                     return
-                logger.error("worker %d (pid %s) exited with %s", seat.index, handle.pid, exit_code)
+                if handle.killed_as_hung:
+                    cause = (
+                        f"sent no result for {self.settings.step_timeout_s:g} s"
+                        " (ASR_WORKER_STEP_TIMEOUT) and was killed"
+                    )
+                else:
+                    cause = f"died (exit code {exit_code})"
+                logger.error("worker %d (pid %s) %s", seat.index, handle.pid, cause)
                 handle.fail_streams(
                     WorkerError(
-                        f"worker {seat.index} ({seat.spec.device}) died"
-                        f" (exit code {exit_code}); the stream is lost"
+                        f"worker {seat.index} ({seat.spec.device}) {cause}; the stream is lost"
                     )
                 )
                 handle.close()
@@ -199,6 +211,25 @@ class WorkerPool:
                 self._notify_state_change()
         finally:
             seat.stopped.set()
+
+    async def _watch_for_hang(self, seat: _Seat, handle: WorkerHandle) -> None:
+        """Kill the worker if it owes results and has sent none for the step timeout.
+
+        A hung worker (a stuck kernel, a deadlock in native code) would otherwise hold its
+        sessions forever; killed, it fails them with 1011 and is replaced like a crash.
+        """
+        timeout = self.settings.step_timeout_s
+        while True:
+            await anyio.sleep(min(1.0, timeout / 4))
+            if handle.seconds_without_progress() > timeout:
+                logger.error(
+                    "worker %d (pid %s) owes results and sent none for %g s: killing it",
+                    seat.index,
+                    handle.pid,
+                    timeout,
+                )
+                handle.kill_as_hung()
+                return
 
     async def _replace(self, seat: _Seat) -> WorkerHandle | None:
         for attempt in itertools.count():
@@ -232,10 +263,12 @@ class WorkerPool:
                     self._on_result(handle.index, message)
                 if sink is not None:
                     sink.deliver(message)
-            case StreamFailed():
+            case StreamFailed() | StreamExpired():
                 sink = handle.streams.pop(message.stream_id, None)
                 if sink is not None:
                     sink.deliver(message)
+            case WorkerStats():
+                pass  # the handle keeps the count
             case _:
                 logger.debug("worker %d: %r", handle.index, message)
 
@@ -294,6 +327,7 @@ class WorkerPool:
                 pid=seat.handle.pid,
                 active_streams=len(seat.handle.streams),
                 free_slots=seat.handle.free_slots,
+                engine_streams=seat.handle.engine_streams,
                 restarts=seat.restarts,
             )
             for seat in self._seats

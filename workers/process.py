@@ -19,11 +19,13 @@ from multiprocessing.queues import Queue
 from shared.messages import (
     EngineSpec,
     SlotsFreed,
+    StreamExpired,
     StreamFailed,
     StreamResult,
     WorkerLoadFailed,
     WorkerMessage,
     WorkerReady,
+    WorkerStats,
     WorkerStopped,
 )
 from shared.wire import CommandKind, SlabLayout
@@ -104,7 +106,8 @@ def _serve(
             next_idle_check = now + POLL_INTERVAL_S
             for stream_id in engine.expire_idle(now, idle_timeout_s):
                 message = f"stream idle for more than {idle_timeout_s:g} s; its state was dropped"
-                outbox.append(StreamFailed(stream_id, message))
+                outbox.append(StreamExpired(stream_id, message))
+            outbox.append(WorkerStats(engine.active_streams))
         if stopping:
             outbox.append(WorkerStopped(engine.active_streams))
         if outbox:

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.errors import GatewayError, StreamClosedError, WorkerError
-from shared.messages import StreamFailed, StreamResult, WorkerMessage
+from shared.messages import StreamExpired, StreamFailed, StreamResult, WorkerMessage
 from shared.wire import NO_SLOT
 from workers.channels import audio_header
 from workers.handle import WorkerHandle
@@ -120,7 +120,7 @@ class AudioStream:
                 if message.is_final:
                     self._done = True
                     self._results_in.close()
-            case StreamFailed():
+            case StreamFailed() | StreamExpired():
                 self.fail(WorkerError(message.message))
 
     def fail(self, error: GatewayError) -> None:

@@ -67,6 +67,15 @@ async def expect_close(ws: ClientConnection, code: int) -> dict[str, Any]:
     return message
 
 
+def process_exists(pid: int) -> bool:
+    """Whether ``pid`` is alive or a zombie (an exited child nobody reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def leftover_segments(pid: int) -> list[str]:
     return [name for name in os.listdir("/dev/shm") if name.startswith(f"asrgw_{pid}_")]
 
@@ -137,6 +146,8 @@ async def test_sigterm_lets_live_sessions_finish_then_exits_0(tmp_path: Path) ->
                 for ws, pcm in zip([stalled, *live], [bytes(19200), *pcms], strict=True):
                     await send_frames(ws, [config(chunk_size=[0, 10, 5]), pcm[:19200]])
                     firsts.append(json.loads(await ws.recv()))
+                async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+                    workers = (await http.get("/readyz")).json()["workers"]
                 server.terminate()
                 # A session between utterances is closed as soon as the drain starts ...
                 await expect_close(idle, 1012)
@@ -158,6 +169,8 @@ async def test_sigterm_lets_live_sessions_finish_then_exits_0(tmp_path: Path) ->
                 assert "drain timeout" in (await expect_close(stalled, 1012))["message"]
             assert await server.wait() == 0
     assert not leftover_segments(server.pid)
+    for worker in workers:  # stopped and reaped by the server: gone, not zombies
+        assert not process_exists(worker["pid"])
 
 
 async def check_the_client(server: Server) -> None:

@@ -157,3 +157,40 @@ def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
     assert "leaked" not in completed.stderr
     assert "resource_tracker" not in completed.stderr
     assert _our_segments(child_pid) == set()
+
+
+async def test_a_hung_worker_is_killed_and_replaced() -> None:
+    """SIGSTOP stands in for a worker stuck in native code: alive, silent, owing results."""
+    settings = PoolSettings(model="checksum", devices=("cpu", "cpu"), step_timeout_s=1.0)
+    async with WorkerPool(settings) as pool:
+        victim_stream = pool.open_stream()
+        survivor_stream = pool.open_stream()
+        audio = np.arange(20000, dtype=np.int16)
+        await victim_stream.send(audio[:5000])
+        assert not (await victim_stream.receive()).is_final
+        victim = pool.status()[victim_stream.worker_index]
+        assert victim.pid is not None
+
+        # A worker that owes nothing is never taken for hung, however long it is quiet.
+        os.kill(victim.pid, signal.SIGSTOP)
+        await anyio.sleep(2.0)
+        assert pool.status()[victim_stream.worker_index].pid == victim.pid
+
+        stopped_at = anyio.current_time()
+        await victim_stream.send(audio[5000:10000])  # now it owes an answer
+        with anyio.fail_after(5.0), pytest.raises(WorkerError, match="ASR_WORKER_STEP_TIMEOUT"):
+            await victim_stream.receive()
+        assert anyio.current_time() - stopped_at < 1.0 + 2.0  # timeout + one watchdog tick
+        await victim_stream.aclose()
+        assert not _alive(victim.pid)
+
+        await survivor_stream.finish(audio)
+        with anyio.fail_after(10):
+            results = [r async for r in survivor_stream]
+        assert results[-1].text == expected_checksum(audio)
+
+        with anyio.fail_after(30):
+            await pool.wait_ready()
+        replaced = pool.status()[victim_stream.worker_index]
+        assert replaced.restarts == 1
+        assert replaced.pid != victim.pid
