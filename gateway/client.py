@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import wave
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import anyio
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.typing import Subprotocol
 
 SAMPLE_RATE = 16000
@@ -69,8 +70,10 @@ async def transcribe(
     chunk_interval: int = 10,
     realtime: bool = True,
     on_message: Callable[[Message], None] | None = None,
+    api_key: str | None = None,
 ) -> Transcript:
-    """Stream ``pcm`` as one utterance and return its results; ``ServerError`` on refusal."""
+    """Stream ``pcm`` as one utterance and return its results; ``ServerError`` on refusal
+    (its ``code`` is the close code, or the HTTP status of a refused handshake)."""
     config = {
         "mode": mode,
         "chunk_size": list(chunk_size),
@@ -82,13 +85,24 @@ async def transcribe(
     }
     frame_samples = SAMPLE_RATE * 60 * chunk_size[1] // chunk_interval // 1000
     outcome: Transcript | ServerError
-    async with (
-        connect(url, subprotocols=[Subprotocol("binary")], compression=None) as websocket,
-        anyio.create_task_group() as group,
-    ):
-        group.start_soon(partial(_send_audio, websocket, config, pcm, 2 * frame_samples, realtime))
-        outcome = await _receive_results(websocket, mode, on_message)
-        group.cancel_scope.cancel()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    try:
+        async with (
+            connect(
+                url,
+                subprotocols=[Subprotocol("binary")],
+                compression=None,
+                additional_headers=headers,
+            ) as websocket,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(
+                partial(_send_audio, websocket, config, pcm, 2 * frame_samples, realtime)
+            )
+            outcome = await _receive_results(websocket, mode, on_message)
+            group.cancel_scope.cancel()
+    except InvalidStatus as refused:
+        raise _handshake_error(refused) from None
     if isinstance(outcome, ServerError):
         raise outcome
     return outcome
@@ -144,6 +158,16 @@ async def _receive_results(
     return ServerError(None, "the server closed the connection before the final result")
 
 
+def _handshake_error(refused: InvalidStatus) -> ServerError:
+    """Our gateway explains a refused handshake (401, 403) in a JSON body."""
+    response = refused.response
+    try:
+        message = str(json.loads(response.body or b"{}")["message"])
+    except (ValueError, KeyError, TypeError):
+        message = f"the server refused the connection (HTTP {response.status_code})"
+    return ServerError(response.status_code, message)
+
+
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
@@ -190,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--chunk-interval", type=int, default=10, metavar="N", help="default 10")
     parser.add_argument("--json", action="store_true", help="print each result as JSON")
+    parser.add_argument(
+        "--api-key", default=os.environ.get("ASR_API_KEY"), help="default $ASR_API_KEY"
+    )
     args = parser.parse_args(argv)
     try:
         pcm = read_wav(args.file)
@@ -207,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chunk_interval=args.chunk_interval,
         realtime=not args.fast,
         on_message=on_message,
+        api_key=args.api_key,
     )
     try:
         anyio.run(run)
