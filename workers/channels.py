@@ -9,7 +9,9 @@ backpressure is identical and only the way the bytes travel differs.
 
 from __future__ import annotations
 
+import os
 import queue
+import struct
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -35,9 +37,17 @@ class Command:
 
 
 class CommandSender(Protocol):
-    """The parent's end. Calls never block for long: the slot credits bound what is queued."""
+    """The parent's end. ``send`` never blocks: what the pipe cannot take at once waits in
+    ``pending_bytes`` until ``flush`` (called when the pipe is writable) gets it out."""
 
     def send(self, header: CommandHeader, pcm: bytes | memoryview = b"") -> None: ...
+
+    @property
+    def pending_bytes(self) -> int: ...
+
+    def fileno(self) -> int: ...
+
+    def flush(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -68,17 +78,61 @@ def open_header(stream_id: int, options: StreamOptions) -> CommandHeader:
     return CommandHeader(CommandKind.OPEN, stream_id, options=options)
 
 
+# multiprocessing.Connection's framing: a signed 32-bit big-endian length, then the bytes.
+# We write it ourselves, non-blocking, and the worker reads with Connection.recv_bytes.
+_FRAME_LENGTH = struct.Struct("!i")
+
+
 class ShmSender:
+    """Headers go down a non-blocking pipe, in the order sent.
+
+    Audio headers are bounded by the slot credits, but OPEN and CLOSE are not: a worker that
+    stopped reading (hung) would fill the 64 KiB pipe buffer, and a blocking write would then
+    freeze the event loop, and with it every session and the watchdog that would kill the
+    worker. So a write the pipe cannot take waits in ``_pending`` instead.
+    """
+
     def __init__(self, connection: Connection, slab: Slab) -> None:
         self._connection = connection
+        self._fd = connection.fileno()
+        os.set_blocking(self._fd, False)
         self._slab = slab
+        self._pending = bytearray()
 
     def send(self, header: CommandHeader, pcm: bytes | memoryview = b"") -> None:
         if header.slot != NO_SLOT:
             self._slab.write(header.slot, pcm)
-        self._connection.send_bytes(header.pack())
+        payload = header.pack()
+        frame = _FRAME_LENGTH.pack(len(payload)) + payload
+        if self._pending:
+            self._pending += frame  # behind what is already waiting: order is kept
+            return
+        written = self._write(frame)
+        if written < len(frame):
+            self._pending += frame[written:]
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._pending)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def flush(self) -> None:
+        while self._pending:
+            written = self._write(self._pending)
+            if not written:
+                return
+            del self._pending[:written]
+
+    def _write(self, data: bytes | bytearray) -> int:
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
 
     def close(self) -> None:
+        self._pending.clear()
         self._connection.close()
 
 
@@ -113,7 +167,18 @@ class QueueSender:
         self._commands = commands
 
     def send(self, header: CommandHeader, pcm: bytes | memoryview = b"") -> None:
+        # Never blocks: the queue's feeder thread does the writing.
         self._commands.put((header.pack(), bytes(pcm)))
+
+    @property
+    def pending_bytes(self) -> int:
+        return 0
+
+    def fileno(self) -> int:
+        raise NotImplementedError("the queue transport has no pipe of its own to flush")
+
+    def flush(self) -> None:
+        pass
 
     def close(self) -> None:
         self._commands.close()

@@ -78,6 +78,7 @@ class WorkerHandle:
         self._owed_since: float | None = None
         self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
         self.killed_as_hung = False
+        self._commands_waiting = anyio.Event()  # set while the sender holds unsent bytes
 
     @property
     def pid(self) -> int | None:
@@ -172,6 +173,17 @@ class WorkerHandle:
                     owing = self._pieces_sent > self._pieces_answered
                     self._owed_since = time.monotonic() if owing else None
 
+    async def flush_commands(self) -> None:
+        """Write out what the command pipe could not take at once, as it drains. Runs for
+        the worker's life beside ``read_messages``."""
+        while True:
+            await self._commands_waiting.wait()
+            sender = self._sender
+            while sender is not None and sender.pending_bytes:
+                await anyio.wait_writable(sender.fileno())
+                sender.flush()
+            self._commands_waiting = anyio.Event()
+
     def seconds_without_progress(self) -> float:
         """How long the worker has owed answers without sending any (0 if it owes none)."""
         owed_since = self._owed_since
@@ -213,6 +225,8 @@ class WorkerHandle:
             self._sender.send(header, pcm)
         except (OSError, ValueError) as exc:
             raise WorkerError(f"worker {self.index} is gone: {exc}") from exc
+        if self._sender.pending_bytes:
+            self._commands_waiting.set()
         if header.kind is CommandKind.AUDIO:
             self._pieces_sent += 1
             if self._owed_since is None:
@@ -225,6 +239,8 @@ class WorkerHandle:
                 self._sender.send(CommandHeader(CommandKind.STOP, 0))
             except (OSError, ValueError):
                 pass
+            if self._sender.pending_bytes:
+                self._commands_waiting.set()
         if self.state is not WorkerState.DEAD:
             self.state = WorkerState.STOPPING
 
@@ -255,6 +271,8 @@ class WorkerHandle:
         self._free_slots_in.close()
         self._free_slots.close()
         if self._sender is not None:
+            if self._sender.pending_bytes:
+                anyio.notify_closing(self._sender.fileno())
             self._sender.close()
             self._sender = None
         if self._results is not None:

@@ -181,6 +181,7 @@ class WorkerPool:
                 handle = seat.handle
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._watch_for_hang, seat, handle)
+                    group.start_soon(handle.flush_commands)
                     await handle.read_messages(self._route)
                     group.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):

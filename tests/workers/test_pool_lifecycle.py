@@ -194,3 +194,40 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
         replaced = pool.status()[victim_stream.worker_index]
         assert replaced.restarts == 1
         assert replaced.pid != victim.pid
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise TimeoutError("the event loop was blocked")
+
+
+async def test_a_worker_that_stops_reading_never_blocks_the_event_loop() -> None:
+    """Thousands of OPEN/CLOSE headers (not bounded by slot credits) to a stopped worker:
+    more than its pipe holds. They wait in the parent, in order, and reach it when it runs
+    again. A blocking write would freeze the loop: SIGALRM breaks such a test instead of
+    letting it hang."""
+    async with WorkerPool(PoolSettings(model="checksum", devices=("cpu",))) as pool:
+        (worker,) = pool.status()
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGSTOP)
+        previous = signal.signal(signal.SIGALRM, _raise_timeout)
+        signal.alarm(30)
+        try:
+            for _ in range(4000):  # 8,000 headers of 44 bytes: 352 kB against a 64 KiB pipe
+                stream = pool.open_stream()
+                await stream.aclose()
+            ticks = 0
+            with anyio.move_on_after(0.3):
+                while True:
+                    await anyio.sleep(0.01)
+                    ticks += 1
+            assert ticks > 5  # the loop goes on
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+            os.kill(worker.pid, signal.SIGCONT)  # else a failed test would hang at the stop
+        audio = np.arange(3000, dtype=np.int16)
+        with anyio.fail_after(30):
+            assert await pool.transcribe(audio) == expected_checksum(audio)
+        (after,) = pool.status()
+        assert after.pid == worker.pid  # it owed no result: not taken for hung
+        assert after.active_streams == 0
