@@ -124,8 +124,14 @@ class WorkerHandle:
             results_child.close()
             if commands_child is not None:
                 commands_child.close()
-        with anyio.fail_after(self._settings.start_timeout_s):
-            first = await self._receive_one()
+        try:
+            with anyio.fail_after(self._settings.start_timeout_s):
+                first = await self._receive_one()
+        except TimeoutError:
+            raise WorkerLoadError(
+                f"worker {self.index} ({self.spec.device}) did not load its model within"
+                f" {self._settings.start_timeout_s:g} s (ASR_WORKER_START_TIMEOUT)"
+            ) from None
         match first:
             case WorkerReady():
                 self.ready = first

@@ -231,3 +231,12 @@ async def test_a_worker_that_stops_reading_never_blocks_the_event_loop() -> None
         (after,) = pool.status()
         assert after.pid == worker.pid  # it owed no result: not taken for hung
         assert after.active_streams == 0
+
+
+async def test_a_worker_slower_than_the_start_timeout_fails_in_one_line() -> None:
+    # Spawning a worker and importing its modules takes well over 10 ms.
+    settings = PoolSettings(model="checksum", devices=("cpu",), start_timeout_s=0.01)
+    before = _our_segments()
+    with pytest.raises(WorkerLoadError, match="ASR_WORKER_START_TIMEOUT"):
+        await WorkerPool(settings).start()
+    assert _our_segments() == before
