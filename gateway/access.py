@@ -16,9 +16,9 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from urllib.parse import parse_qs
 
+from gateway.admission import Place
 from shared.errors import ProtocolError
 
 TOKEN_QUERY_PARAMETER = "token"  # browsers cannot set headers on a WebSocket handshake
@@ -108,7 +108,7 @@ class ClientSessions:
         self.cap = cap
         self._live: Counter[str] = Counter()
 
-    def admit(self, address: str) -> ClientPlace:
+    def admit(self, address: str) -> Place:
         """Count one more session from ``address``, or raise ProtocolError (1008)."""
         if self.cap and self._live[address] >= self.cap:
             raise ProtocolError(
@@ -116,7 +116,7 @@ class ClientSessions:
                 " (ASR_MAX_SESSIONS_PER_CLIENT)"
             )
         self._live[address] += 1
-        return ClientPlace(self, address)
+        return Place(lambda: self._release(address))
 
     def live(self, address: str) -> int:
         return self._live[address]
@@ -125,24 +125,3 @@ class ClientSessions:
         self._live[address] -= 1
         if self._live[address] <= 0:
             del self._live[address]  # the counter must not grow with every address seen
-
-
-class ClientPlace:
-    """One session's count against its address; given back on leaving the ``with``."""
-
-    def __init__(self, sessions: ClientSessions, address: str) -> None:
-        self._sessions: ClientSessions | None = sessions
-        self._address = address
-
-    def __enter__(self) -> ClientPlace:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        sessions, self._sessions = self._sessions, None
-        if sessions is not None:
-            sessions._release(self._address)

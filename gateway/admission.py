@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -37,7 +38,7 @@ class Admission:
                 " try again later"
             )
         self.active += 1
-        return Place(self)
+        return Place(self._release)
 
     def _release(self) -> None:
         self.active -= 1
@@ -61,16 +62,16 @@ class Admission:
 
 
 class Place:
-    """A session's place in the admission count; given back by ``release`` or the ``with``."""
+    """A session's place in a count; given back once, by ``release`` or on leaving the ``with``."""
 
-    def __init__(self, admission: Admission) -> None:
-        self._admission: Admission | None = admission
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
 
     def release(self) -> None:
         """Give the place back; safe to call twice."""
-        admission, self._admission = self._admission, None
-        if admission is not None:
-            admission._release()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     def __enter__(self) -> Place:
         return self
