@@ -116,8 +116,9 @@ class Gateway:
         except WorkerLoadError as exc:
             raise StartupError(exc.message) from None
         logger.info(
-            "serving %s on %s (%d workers, %s transport)",
+            "serving %s with the %s engine on %s (%d workers, %s transport)",
             pool.model.description if pool.model else settings.pool.model,
+            pool.engine,
             ",".join(settings.pool.devices),
             len(settings.pool.worker_devices),
             settings.pool.transport,

@@ -18,6 +18,7 @@ from shared.messages import StreamResult
 from workers.pool import WorkerStatus
 
 # From 0.5 ms (a chunk taken at once) to 10 s (a badly overloaded pool).
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 DURATION_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
@@ -94,6 +95,13 @@ class GatewayMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.batch_size = Histogram(
+            "asr_batch_size",
+            "Audio pieces in the engine step that processed a piece (one sample per piece)",
+            ["worker"],
+            buckets=BATCH_BUCKETS,
+            registry=registry,
+        )
         registry.register(WorkerCollector(lambda: self._status()))
 
     def watch_workers(self, status: StatusSource) -> None:
@@ -105,6 +113,7 @@ class GatewayMetrics:
         self.chunks.labels(label).inc()
         self.queue_duration.labels(label).observe(result.queue_ms / 1000.0)
         self.compute_duration.labels(label).observe(result.compute_ms / 1000.0)
+        self.batch_size.labels(label).observe(result.batch_size)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

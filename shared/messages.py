@@ -131,3 +131,4 @@ class EngineSpec:
     model_dir: str | None = None
     threads: int = 1
     stream_idle_timeout_s: float = 300.0
+    precision: str = "fp32"  # paraformer-onnx: "fp32" or "int8"

@@ -9,9 +9,13 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 Transport = Literal["shm", "queue"]
+Engine = Literal["paraformer", "paraformer-onnx"]
+Precision = Literal["fp32", "int8"]
+ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
+PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 
 DEFAULT_MODEL = "paraformer-zh-streaming"
 
@@ -38,6 +42,36 @@ def env_positive_float(env: Mapping[str, str], name: str, default: float) -> flo
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value
+
+
+def env_milliseconds(
+    env: Mapping[str, str], name: str, default_ms: float, *, allow_zero: bool = False
+) -> float:
+    """``env[name]``, a number of milliseconds, in seconds; errors name the variable."""
+    raw = env.get(name)
+    if raw is None:
+        return default_ms / 1000
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of milliseconds, not {raw!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        least = "zero or more" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {least} number of milliseconds, not {raw!r}")
+    return value / 1000
+
+
+ChoiceT = TypeVar("ChoiceT", bound=str)
+
+
+def _choice(
+    env: Mapping[str, str], name: str, choices: tuple[ChoiceT, ...], default: ChoiceT
+) -> ChoiceT:
+    raw = env.get(name, default)
+    for choice in choices:
+        if raw == choice:
+            return choice
+    raise ValueError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
 
 
 def env_positive_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -73,6 +107,16 @@ class PoolSettings:
     # A worker that owes results and sends none for this long is taken for hung and
     # killed. A step of max_batch large-model chunks on one CPU core takes ~7 s.
     step_timeout_s: float = 60.0
+    # "paraformer" (PyTorch, funasr's own code) or "paraformer-onnx" (ONNX Runtime, streams
+    # batched per step; exported once into the model directory). checksum ignores it.
+    engine: Engine = "paraformer"
+    onnx_precision: Precision = "fp32"
+    # How long a worker may hold a step open for more streams' chunks, when it has fewer
+    # than max_batch: more waiting means bigger batches, at the cost of latency.
+    batch_wait_s: float = 0.0
+    # The real-time budget of a chunk from send to result: a step is never held open past
+    # the point where the oldest waiting chunk would miss it.
+    chunk_deadline_s: float = 0.6
     model_cache_dir: str = field(
         default_factory=lambda: os.path.expanduser("~/.cache/asr-gateway/models")
     )
@@ -86,6 +130,12 @@ class PoolSettings:
             raise ValueError("slot_bytes must be a positive even number")
         if self.slots_per_worker < 1 or self.max_batch < 1 or self.stream_window < 1:
             raise ValueError("slots, max batch and stream window must be at least 1")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.onnx_precision not in PRECISIONS:
+            raise ValueError(f"ONNX precision must be fp32 or int8, not {self.onnx_precision!r}")
+        if self.batch_wait_s < 0:
+            raise ValueError("the batch wait cannot be negative")
 
     @property
     def worker_devices(self) -> tuple[str, ...]:
@@ -132,5 +182,9 @@ class PoolSettings:
             step_timeout_s=env_positive_float(
                 env, "ASR_WORKER_STEP_TIMEOUT", defaults.step_timeout_s
             ),
+            engine=_choice(env, "ASR_ENGINE", ENGINES, defaults.engine),
+            onnx_precision=_choice(env, "ASR_ONNX_PRECISION", PRECISIONS, defaults.onnx_precision),
+            batch_wait_s=env_milliseconds(env, "ASR_BATCH_WAIT_MS", 0.0, allow_zero=True),
+            chunk_deadline_s=env_milliseconds(env, "ASR_CHUNK_DEADLINE_MS", 600.0),
             model_cache_dir=env.get("ASR_MODEL_CACHE", defaults.model_cache_dir),
         )

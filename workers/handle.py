@@ -26,7 +26,7 @@ from shared.messages import (
 from shared.settings import PoolSettings
 from shared.wire import CommandHeader, CommandKind, SlabLayout
 from workers.channels import CommandSender, QueueSender, ShmSender, open_header
-from workers.process import QueueChannel, ShmChannel, worker_main
+from workers.process import BatchPolicy, QueueChannel, ShmChannel, worker_main
 from workers.slab import Slab
 
 KILL_GRACE_S = 2.0
@@ -111,9 +111,12 @@ class WorkerHandle:
             self._sender = QueueSender(queue)
             commands_child = None
         self._results = results
+        policy = BatchPolicy(
+            self._settings.max_batch, self._settings.batch_wait_s, self._settings.chunk_deadline_s
+        )
         self._process = context.Process(
             target=worker_main,
-            args=(self.spec, channel, results_child, self._settings.max_batch),
+            args=(self.spec, channel, results_child, policy),
             name=f"asr-worker-{self.index}",
             daemon=True,
         )

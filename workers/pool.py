@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 import anyio
@@ -31,6 +33,7 @@ from shared.messages import (
     WorkerStats,
 )
 from shared.settings import PoolSettings
+from workers.export import up_to_date
 from workers.handle import WorkerHandle, WorkerState
 from workers.models import ResolvedModel, resolve_model
 from workers.stream import Audio, AudioStream
@@ -65,6 +68,26 @@ class _Seat:
     restarts: int = 0
     assigned: int = 0
     stopped: anyio.Event | None = None
+
+
+async def ensure_onnx_export(model_dir: str, precision: str) -> None:
+    """Export the model to ONNX unless an up-to-date export is there already.
+
+    In a child process: exporting the large model peaks at ~5 GB, which the gateway process
+    would otherwise keep as resident memory for its whole life.
+    """
+    if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
+        return
+    logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
+    command = [sys.executable, "-m", "workers.export", model_dir]
+    if precision == "int8":
+        command.append("--int8")
+    result = await anyio.run_process(command, check=False)
+    if result.returncode != 0:
+        detail = result.stderr.decode(errors="replace").strip().splitlines()
+        raise WorkerLoadError(
+            f"ONNX export of {model_dir} failed: {detail[-1] if detail else result.returncode}"
+        )
 
 
 class WorkerPool:
@@ -103,13 +126,19 @@ class WorkerPool:
         self.model = await anyio.to_thread.run_sync(
             resolve_model, settings.model, settings.model_cache_dir
         )
+        engine = self.model.engine
+        if engine == "paraformer" and settings.engine == "paraformer-onnx":
+            assert self.model.model_dir is not None
+            await ensure_onnx_export(self.model.model_dir, settings.onnx_precision)
+            engine = "paraformer-onnx"
         specs = [
             EngineSpec(
-                engine=self.model.engine,
+                engine=engine,
                 device=device,
                 model_dir=self.model.model_dir,
                 threads=settings.threads_per_worker,
                 stream_idle_timeout_s=settings.stream_idle_timeout_s,
+                precision=settings.onnx_precision,
             )
             for device in settings.worker_devices
         ]
@@ -279,6 +308,11 @@ class WorkerPool:
     def text_is_delta(self) -> bool:
         """Whether each result's text is new text (streaming models) or a running value."""
         return self.model is not None and self.model.engine != "checksum"
+
+    @property
+    def engine(self) -> str:
+        """The engine the workers run (``paraformer-onnx`` when ASR_ENGINE selects it)."""
+        return self._seats[0].spec.engine if self._seats else ""
 
     def open_stream(self, options: StreamOptions | None = None) -> AudioStream:
         """Bind a new stream to the ready worker with the fewest active streams.

@@ -48,11 +48,26 @@ class QueueChannel:
     commands: Queue[QueueItem]
 
 
+@dataclass(frozen=True, slots=True)
+class BatchPolicy:
+    """How a worker forms an engine step from the chunks waiting for it.
+
+    Everything already waiting goes in (up to ``max_batch`` commands). With ``wait_s`` > 0
+    and fewer than ``max_batch`` chunks, the step is held open up to ``wait_s`` for more, but
+    never past the moment where the oldest chunk, given the recent step time, would miss
+    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once).
+    """
+
+    max_batch: int
+    wait_s: float = 0.0
+    deadline_s: float = 0.6
+
+
 def worker_main(
     spec: EngineSpec,
     channel: ShmChannel | QueueChannel,
     results: Connection,
-    max_batch: int,
+    policy: BatchPolicy,
 ) -> None:
     """Entry point of a spawned worker."""
     # Ctrl-C reaches the whole process group; the parent stops us in order instead.
@@ -80,7 +95,7 @@ def worker_main(
     )
     results.send((ready,))
     try:
-        _serve(engine, receiver, results, max_batch, spec.stream_idle_timeout_s)
+        _serve(engine, receiver, results, policy, spec.stream_idle_timeout_s)
     finally:
         receiver.close()
         results.close()
@@ -90,17 +105,23 @@ def _serve(
     engine: Engine,
     receiver: CommandReceiver,
     results: Connection,
-    max_batch: int,
+    policy: BatchPolicy,
     idle_timeout_s: float,
 ) -> None:
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
+    step_s = 0.0  # the last step's duration: what a held-open step must leave room for
     while True:
-        commands, freed = receiver.receive(max_batch, POLL_INTERVAL_S)
+        commands, freed = receiver.receive(policy.max_batch, POLL_INTERVAL_S)
         outbox: list[WorkerMessage] = []
         if freed:
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
+        if policy.wait_s > 0:
+            _wait_for_more(receiver, results, policy, commands, step_s)
+        started = time.monotonic()
         stopping = _apply(engine, commands, outbox)
+        if any(c.header.kind is CommandKind.AUDIO for c in commands):
+            step_s = time.monotonic() - started
         now = time.monotonic()
         if now >= next_idle_check:
             next_idle_check = now + POLL_INTERVAL_S
@@ -113,6 +134,32 @@ def _serve(
         if outbox:
             results.send(tuple(outbox))
         if stopping:
+            return
+
+
+def _wait_for_more(
+    receiver: CommandReceiver,
+    results: Connection,
+    policy: BatchPolicy,
+    commands: list[Command],
+    step_s: float,
+) -> None:
+    """Hold the step open for more chunks, within the policy's wait and deadline."""
+    audio = [c for c in commands if c.header.kind is CommandKind.AUDIO]
+    if not audio or any(c.header.kind is not CommandKind.AUDIO or c.header.final for c in commands):
+        return
+    hold_until = time.monotonic_ns() + int(policy.wait_s * 1e9)
+    oldest_ns = min(c.header.sent_ns for c in audio)
+    latest_start = oldest_ns + int((policy.deadline_s - step_s) * 1e9)
+    while len(commands) < policy.max_batch:
+        wait_ns = min(hold_until, latest_start) - time.monotonic_ns()
+        if wait_ns <= 0:
+            return
+        more, freed = receiver.receive(policy.max_batch - len(commands), wait_ns / 1e9)
+        if freed:
+            results.send((SlotsFreed(tuple(freed)),))
+        commands += more
+        if not more or any(c.header.kind is not CommandKind.AUDIO or c.header.final for c in more):
             return
 
 

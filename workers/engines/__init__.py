@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
 
-ENGINE_NAMES = ("checksum", "paraformer")
+ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx")
 
 
 def load_engine(spec: EngineSpec) -> Engine:
@@ -19,5 +19,9 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.paraformer import ParaformerStreamingEngine
 
             return ParaformerStreamingEngine.load(spec)
+        case "paraformer-onnx":
+            from workers.engines.paraformer_onnx import ParaformerOnnxEngine
+
+            return ParaformerOnnxEngine.load(spec)
         case other:
             raise ValueError(f"unknown engine {other!r}; known: {', '.join(ENGINE_NAMES)}")

@@ -1,0 +1,230 @@
+"""Export a FunASR streaming Paraformer directory to ONNX, for the ``paraformer-onnx`` engine.
+
+    python -m workers.export MODEL_DIR [--int8]
+
+Writes ``MODEL_DIR/onnx-gateway/``: ``encoder.onnx``, ``decoder.onnx`` (and with ``--int8``
+their dynamically quantized ``*_int8.onnx``), and ``manifest.json``, which records what they
+were exported from; a later call (every gateway start with the ONNX engine makes one) finds
+them up to date and returns at once. Offline: the model directory is all it reads.
+
+Differences from funasr's own export (``AutoModel.export``):
+
+- torch's classic exporter (``dynamo=False``, opset 14): the default one fails on the
+  streaming decoder under torch 2.13.
+- The decoder returns each FSMN layer's whole input, the incoming cache and the new frames
+  (``[B, D, K-1 + N]``), instead of its last ``K-1`` frames. In a batch, streams that emit
+  fewer than ``N`` tokens are padded, and the stock export's last ``K-1`` frames would
+  contain that padding; the engine keeps, per stream, the ``K-1`` frames that end at the
+  stream's own length, so batched output equals single-stream output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EXPORT_DIR_NAME = "onnx-gateway"
+FORMAT_VERSION = 1  # bump when the exported graphs change meaning
+OPSET = 14
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxFiles:
+    directory: Path
+    encoder: Path
+    decoder: Path
+
+    @classmethod
+    def of(cls, model_dir: Path, precision: str) -> OnnxFiles:
+        directory = model_dir / EXPORT_DIR_NAME
+        suffix = "_int8" if precision == "int8" else ""
+        return cls(
+            directory, directory / f"encoder{suffix}.onnx", directory / f"decoder{suffix}.onnx"
+        )
+
+
+def source_fingerprint(model_dir: Path) -> str:
+    """What the export depends on: the weights, the config and the CMVN, by size and mtime
+    (hashing a 900 MB checkpoint at every start would cost seconds)."""
+    digest = hashlib.sha256()
+    for name in ("model.pt", "config.yaml", "am.mvn"):
+        path = model_dir / name
+        if path.exists():
+            stat = path.stat()
+            digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def up_to_date(model_dir: Path, precision: str) -> bool:
+    files = OnnxFiles.of(model_dir, precision)
+    try:
+        manifest = json.loads((files.directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        manifest.get("format") == FORMAT_VERSION
+        and manifest.get("source") == source_fingerprint(model_dir)
+        and files.encoder.is_file()
+        and files.decoder.is_file()
+    )
+
+
+def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
+    """Export (or find up to date) the fp32 graphs, and the int8 ones when asked."""
+    precision = "int8" if int8 else "fp32"
+    if up_to_date(model_dir, precision):
+        return OnnxFiles.of(model_dir, precision)
+    fp32 = OnnxFiles.of(model_dir, "fp32")
+    fp32.directory.mkdir(exist_ok=True)
+    if not up_to_date(model_dir, "fp32"):
+        (fp32.directory / "manifest.json").unlink(missing_ok=True)
+        _export_fp32(model_dir, fp32, threads)
+    if int8:
+        _quantize(fp32, OnnxFiles.of(model_dir, "int8"))
+    manifest = {
+        "format": FORMAT_VERSION,
+        "source": source_fingerprint(model_dir),
+        "int8": int8 or OnnxFiles.of(model_dir, "int8").encoder.is_file(),
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _write_atomically(fp32.directory / "manifest.json", json.dumps(manifest, indent=1).encode())
+    return OnnxFiles.of(model_dir, precision)
+
+
+def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
+    import torch
+
+    from workers.engines.paraformer import load_automodel
+
+    automodel = load_automodel(str(model_dir), "cpu", threads)
+    kwargs: dict[str, Any] = copy.deepcopy(automodel.kwargs)
+    kwargs.pop("model", None)
+    model = copy.deepcopy(automodel.model).eval()
+    del automodel
+    encoder_model, decoder_model = model.export(type="onnx", **kwargs)
+    _return_whole_fsmn_input(decoder_model.decoder)
+    with torch.no_grad():
+        for module, path, extra_axes in (
+            (encoder_model, files.encoder, {}),
+            (decoder_model, files.decoder, _whole_cache_axes(decoder_model)),
+        ):
+            module.eval()
+            axes = {**module.export_dynamic_axes(), **extra_axes}
+            with (
+                tempfile.TemporaryDirectory(dir=files.directory) as scratch,
+                warnings.catch_warnings(),
+            ):
+                # The classic exporter on purpose (see the module's docstring): its
+                # deprecation notice is known.
+                warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
+                partial = Path(scratch) / path.name
+                torch.onnx.export(
+                    module,
+                    module.export_dummy_inputs(),
+                    str(partial),
+                    dynamo=False,
+                    do_constant_folding=True,
+                    opset_version=OPSET,
+                    input_names=module.export_input_names(),
+                    output_names=module.export_output_names(),
+                    dynamic_axes=axes,
+                )
+                os.replace(partial, path)
+
+
+class _WholeInputFsmn:
+    """Replaces the decoder FSMN's export module; ``make`` builds the torch module."""
+
+    @staticmethod
+    def make(stock: Any) -> Any:
+        import torch
+
+        class WholeInputFsmn(torch.nn.Module):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__()
+                self.fsmn_block = stock.fsmn_block
+                self.kernel_size = stock.kernel_size
+
+            def forward(
+                self, inputs: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+                # As funasr's preprocess_for_attn with a cache, but the whole [cache, x] out.
+                x = (inputs * mask).transpose(1, 2)
+                x = torch.cat((cache, x), dim=2)
+                whole = x
+                x = self.fsmn_block(x).transpose(1, 2)
+                x = (x + inputs) * mask
+                return x, whole
+
+        return WholeInputFsmn()
+
+
+def _return_whole_fsmn_input(decoder: Any) -> None:
+    layers = list(decoder.model.decoders)
+    if decoder.model.decoders2 is not None:
+        layers += list(decoder.model.decoders2)
+    for layer in layers:
+        if layer.self_attn is not None:
+            layer.self_attn = _WholeInputFsmn.make(layer.self_attn)
+
+
+def _whole_cache_axes(decoder_model: Any) -> dict[str, dict[int, str]]:
+    names = [n for n in decoder_model.export_output_names() if n.startswith("out_cache_")]
+    return {name: {0: "batch_size", 2: "cache_length"} for name in names}
+
+
+def _quantize(fp32: OnnxFiles, int8: OnnxFiles) -> None:
+    """Dynamic int8 quantization of the MatMuls, with funasr's exclusions."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    for source, target in ((fp32.encoder, int8.encoder), (fp32.decoder, int8.decoder)):
+        nodes = [node.name for node in onnx.load(str(source)).graph.node]
+        excluded = [n for n in nodes if "output" in n or "bias_encoder" in n or "bias_decoder" in n]
+        with tempfile.TemporaryDirectory(dir=int8.directory) as scratch:
+            partial = Path(scratch) / target.name
+            quantize_dynamic(
+                model_input=str(source),
+                model_output=str(partial),
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+                reduce_range=False,
+                weight_type=QuantType.QUInt8,
+                nodes_to_exclude=excluded,
+            )
+            os.replace(partial, target)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+        handle.write(data)
+    os.replace(handle.name, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers.export", description=__doc__)
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--int8", action="store_true", help="also write int8 graphs")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    if not (args.model_dir / "config.yaml").is_file():
+        print(f"{args.model_dir} is not a FunASR model directory", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    files = export(args.model_dir, args.int8, args.threads)
+    print(f"{files.encoder} and {files.decoder} ready in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
