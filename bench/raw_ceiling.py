@@ -7,6 +7,11 @@ of wall time, i.e. how many real-time streams the machine could serve at best; t
 efficiency is its throughput at saturation over this.
 
     python -m bench.raw_ceiling --model synthetic:large --processes 1,2 --seconds 30
+    python -m bench.raw_ceiling --engine paraformer-onnx --precision int8 --streams 8
+
+``--engine paraformer-onnx`` needs the export (``python -m workers.export DIR [--int8]``);
+with it, ``--streams`` is the batch of each step. Each process also reports its resident
+memory at the end of the run.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 
 import numpy as np
 
@@ -34,25 +40,33 @@ CHUNK_SAMPLES = 9600
 @dataclass(frozen=True, slots=True)
 class CeilingRun:
     model: str
+    engine: str
+    streams: int  # per process: the batch of each step
     processes: int
     repeat: int
     audio_s: float
     wall_s: float
     realtime_streams: float  # audio seconds decoded per wall second, all processes
     chunk_ms_mean: float
+    rss_mib_max: float  # the largest resident set of the processes, at the end of the run
 
 
 def _drive(
     spec: EngineSpec,
+    spec_look_back: tuple[int, int],
     streams: int,
     seconds: float,
     barrier: Barrier,
-    results: multiprocessing.Queue[tuple[float, float, float]],
+    results: multiprocessing.Queue[tuple[float, float, float, float]],
 ) -> None:
     engine = load_engine(spec)
     rng = np.random.default_rng(0)
     audio = (rng.normal(0, 3000, CHUNK_SAMPLES * 50)).astype(np.int16)
-    options = StreamOptions()
+    # Look-back 0/0: what the ONNX graphs decode with; the PyTorch engine is measured at its
+    # own default unless the caller's spec says otherwise (see --look-back).
+    options = StreamOptions(
+        encoder_chunk_look_back=spec_look_back[0], decoder_chunk_look_back=spec_look_back[1]
+    )
     for stream in range(streams):
         engine.open_stream(stream, options)
     positions = [0] * streams
@@ -68,19 +82,34 @@ def _drive(
         engine.feed(items)
         chunks += streams
     wall = time.perf_counter() - started
-    results.put((chunks * CHUNK_SAMPLES / 16000, wall, wall / chunks * 1000))
+    rss_kib = next(
+        int(line.split()[1])
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmRSS:")
+    )
+    results.put((chunks * CHUNK_SAMPLES / 16000, wall, wall / chunks * 1000, rss_kib / 1024))
 
 
 def measure(
-    model: str, processes: int, streams: int, seconds: float, threads: int, repeat: int
+    model: str,
+    engine: str,
+    precision: str,
+    look_back: tuple[int, int],
+    processes: int,
+    streams: int,
+    seconds: float,
+    threads: int,
+    repeat: int,
 ) -> CeilingRun:
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
-    spec = EngineSpec(resolved.engine, "cpu", resolved.model_dir, threads=threads)
+    if resolved.engine != "paraformer":
+        engine = resolved.engine  # checksum
+    spec = EngineSpec(engine, "cpu", resolved.model_dir, threads=threads, precision=precision)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
-    results: multiprocessing.Queue[tuple[float, float, float]] = context.Queue()
+    results: multiprocessing.Queue[tuple[float, float, float, float]] = context.Queue()
     workers = [
-        context.Process(target=_drive, args=(spec, streams, seconds, barrier, results))
+        context.Process(target=_drive, args=(spec, look_back, streams, seconds, barrier, results))
         for _ in range(processes)
     ]
     for worker in workers:
@@ -90,8 +119,18 @@ def measure(
         worker.join()
     audio = sum(o[0] for o in outcomes)
     wall = max(o[1] for o in outcomes)
+    label = f"{engine} {precision}" if engine == "paraformer-onnx" else engine
     return CeilingRun(
-        model, processes, repeat, audio, wall, audio / wall, statistics.mean(o[2] for o in outcomes)
+        model,
+        label,
+        streams,
+        processes,
+        repeat,
+        audio,
+        wall,
+        audio / wall,
+        statistics.mean(o[2] for o in outcomes),
+        max(o[3] for o in outcomes),
     )
 
 
@@ -107,21 +146,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--engine", choices=("paraformer", "paraformer-onnx"), default="paraformer")
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
+    parser.add_argument(
+        "--look-back",
+        default=None,
+        help="encoder,decoder chunk look-back (default: 4,1 for paraformer, 0,0 for onnx)",
+    )
     args = parser.parse_args(argv)
+    if args.look_back is None:
+        args.look_back = "0,0" if args.engine == "paraformer-onnx" else "4,1"
+    encoder_look_back, decoder_look_back = (int(v) for v in args.look_back.split(","))
     runs = []
     for processes in (int(p) for p in args.processes.split(",")):
         for repeat in range(args.repeat):
-            run = measure(args.model, processes, args.streams, args.seconds, args.threads, repeat)
+            run = measure(
+                args.model,
+                args.engine,
+                args.precision,
+                (encoder_look_back, decoder_look_back),
+                processes,
+                args.streams,
+                args.seconds,
+                args.threads,
+                repeat,
+            )
             print(json.dumps(asdict(run)), file=sys.stderr)
             runs.append(run)
-    print("| model | processes | runs | real-time streams (median, min-max) | ms per chunk |")
-    print("|---|---|---|---|---|")
+    print(
+        "| model | engine | batch | processes | runs | real-time streams (median, min-max)"
+        " | ms per stream-chunk | RSS MiB per process |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for processes in sorted({r.processes for r in runs}):
-        mine = [r.realtime_streams for r in runs if r.processes == processes]
-        chunk = statistics.median(r.chunk_ms_mean for r in runs if r.processes == processes)
+        mine = [r for r in runs if r.processes == processes]
+        streams = [r.realtime_streams for r in mine]
+        chunk = statistics.median(r.chunk_ms_mean for r in mine)
+        rss = max(r.rss_mib_max for r in mine)
         print(
-            f"| {args.model} | {processes} | {len(mine)} | {statistics.median(mine):.2f}"
-            f" ({min(mine):.2f}-{max(mine):.2f}) | {chunk:.1f} |"
+            f"| {args.model} | {mine[0].engine} | {args.streams} | {processes} | {len(mine)}"
+            f" | {statistics.median(streams):.2f} ({min(streams):.2f}-{max(streams):.2f})"
+            f" | {chunk:.1f} | {rss:.0f} |"
         )
     return 0
 

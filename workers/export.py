@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 EXPORT_DIR_NAME = "onnx-gateway"
-FORMAT_VERSION = 1  # bump when the exported graphs change meaning
+FORMAT_VERSION = 2  # bump when what is exported changes meaning
 OPSET = 14
+INV_TIMESCALES = "inv_timescales.npy"  # the positional encoding's, for the torch-free host
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ def up_to_date(model_dir: Path, precision: str) -> bool:
         and manifest.get("source") == source_fingerprint(model_dir)
         and files.encoder.is_file()
         and files.decoder.is_file()
+        and (files.directory / INV_TIMESCALES).is_file()
     )
 
 
@@ -111,6 +113,10 @@ def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
     kwargs.pop("model", None)
     model = copy.deepcopy(automodel.model).eval()
     del automodel
+    frontend_conf = kwargs["frontend_conf"]
+    _save_inv_timescales(
+        int(frontend_conf["n_mels"]) * int(frontend_conf["lfr_m"]), files.directory
+    )
     encoder_model, decoder_model = model.export(type="onnx", **kwargs)
     _return_whole_fsmn_input(decoder_model.decoder)
     with torch.no_grad():
@@ -140,6 +146,18 @@ def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
                     dynamic_axes=axes,
                 )
                 os.replace(partial, path)
+
+
+def _save_inv_timescales(depth: int, directory: Path) -> None:
+    """The positional encoding's frequencies, computed as funasr's
+    ``StreamSinusoidalPositionEncoder.encode`` does in torch (float32), for the engine's
+    torch-free host side (``onnx_frontend.position_encoding``)."""
+    import numpy as np
+    import torch
+
+    increment = torch.log(torch.tensor([10000], dtype=torch.float32)) / (depth / 2 - 1)
+    inv = torch.exp(torch.arange(depth / 2).type(torch.float32) * (-increment))
+    np.save(directory / INV_TIMESCALES, inv.numpy().astype(np.float32))
 
 
 class _WholeInputFsmn:

@@ -29,7 +29,7 @@ def checksum_pool(**overrides: object) -> WorkerPool:
 
 
 async def test_a_step_is_held_open_for_more_streams() -> None:
-    async with checksum_pool(batch_wait_s=0.3) as pool:
+    async with checksum_pool(batch_wait_s=0.5, chunk_deadline_s=5.0) as pool:
         streams = [pool.open_stream() for _ in range(4)]
         await streams[0].send(CHUNK)
         await anyio.sleep(0.05)  # the others arrive while the first chunk waits
