@@ -146,7 +146,7 @@ def _wait_for_more(
 ) -> None:
     """Hold the step open for more chunks, within the policy's wait and deadline."""
     audio = [c for c in commands if c.header.kind is CommandKind.AUDIO]
-    if not audio or any(c.header.kind is not CommandKind.AUDIO or c.header.final for c in commands):
+    if not audio or _ends_something(commands):
         return
     hold_until = time.monotonic_ns() + int(policy.wait_s * 1e9)
     oldest_ns = min(c.header.sent_ns for c in audio)
@@ -159,8 +159,16 @@ def _wait_for_more(
         if freed:
             results.send((SlotsFreed(tuple(freed)),))
         commands += more
-        if not more or any(c.header.kind is not CommandKind.AUDIO or c.header.final for c in more):
+        if not more or _ends_something(more):
             return
+
+
+def _ends_something(commands: list[Command]) -> bool:
+    """A final chunk or a stop: the step must not wait (OPEN and CLOSE do not matter)."""
+    return any(
+        c.header.kind is CommandKind.STOP or (c.header.kind is CommandKind.AUDIO and c.header.final)
+        for c in commands
+    )
 
 
 def _apply(engine: Engine, commands: list[Command], outbox: list[WorkerMessage]) -> bool:
