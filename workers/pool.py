@@ -73,7 +73,7 @@ class _Seat:
 async def ensure_onnx_export(model_dir: str, precision: str) -> None:
     """Export the model to ONNX unless an up-to-date export is there already.
 
-    In a child process: exporting the large model peaks at ~5 GB, which the gateway process
+    In a child process: exporting the large model peaks at ~3.7 GB, which the gateway process
     would otherwise keep as resident memory for its whole life.
     """
     if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
