@@ -351,6 +351,7 @@ def test_metrics_count_sessions_chunks_and_worker_times(client: TestClient) -> N
         'asr_chunks_total{worker="0"}',
         'asr_queue_duration_seconds_bucket{le="0.0005",worker="0"}',
         'asr_compute_duration_seconds_count{worker="0"}',
+        'asr_batch_size_bucket{le="1.0",worker="0"}',
         'asr_worker_ready{device="cpu",worker="0"} 1.0',
         'asr_worker_active_streams{device="cpu",worker="0"} 0.0',
         'asr_worker_restarts_total{device="cpu",worker="0"} 0.0',
