@@ -34,7 +34,21 @@ from gateway.metrics import GatewayMetrics
 from gateway.session import CLOSE_GRACE_S, Session, close_with_error
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
-from shared.errors import OverCapacityError, ProtocolError, ShuttingDownError, WorkerLoadError
+from gateway.transcribe import (
+    Slots,
+    TranscribeError,
+    decode_wav,
+    duration_s,
+    read_audio,
+    refusal_for,
+)
+from shared.errors import (
+    GatewayError,
+    OverCapacityError,
+    ProtocolError,
+    ShuttingDownError,
+    WorkerLoadError,
+)
 from shared.gc_tuning import latency_tuned_gc
 from workers.pool import WorkerPool
 
@@ -53,6 +67,7 @@ class _Serving:
     pool: WorkerPool
     admission: Admission
     clients: ClientSessions
+    transcriptions: Slots
 
 
 class Gateway:
@@ -73,6 +88,7 @@ class Gateway:
                 Route("/healthz", self._healthz),
                 Route("/readyz", self._readyz),
                 Route("/metrics", self._metrics),
+                Route("/v1/transcribe", self._transcribe, methods=["POST"]),
             ]
         )
 
@@ -129,7 +145,8 @@ class Gateway:
             with gc_tuning:
                 async with anyio.create_task_group() as group:
                     clients = ClientSessions(settings.access.max_sessions_per_client)
-                    self._serving = _Serving(settings, pool, admission, clients)
+                    slots = Slots(settings.transcribe.concurrency)
+                    self._serving = _Serving(settings, pool, admission, clients, slots)
                     with SignalDrain() as signals:
                         group.start_soon(self._drain_on_signal, signals)
                         try:
@@ -237,6 +254,51 @@ class Gateway:
             ],
         }
         return JSONResponse(body, 200 if ready else 503)
+
+    async def _transcribe(self, request: Request) -> Response:
+        """A whole file, decoded as one utterance (see ``gateway.transcribe``)."""
+        serving = self._serving
+        try:
+            if serving is None or serving.admission.draining.is_set():
+                raise TranscribeError(503, "the server is not serving; try again later")
+            refusal = check_handshake(
+                serving.settings.access, request.headers, request.scope["query_string"]
+            )
+            if refusal is not None:
+                raise TranscribeError(refusal.status, refusal.message)
+            serving.transcriptions.take()
+            try:
+                return await self._transcribe_taken(request, serving)
+            finally:
+                serving.transcriptions.give()
+        except TranscribeError as error:
+            self.metrics.transcriptions.labels(str(error.status)).inc()
+            headers = {"Retry-After": "1"} if error.status == 429 else None
+            body = {"error": {"status": error.status, "message": error.message}}
+            return JSONResponse(body, error.status, headers)
+
+    async def _transcribe_taken(self, request: Request, serving: _Serving) -> Response:
+        settings = serving.settings
+        data, source = await read_audio(
+            request.headers.get("content-type", ""), request, settings.transcribe
+        )
+        if len(data) > settings.transcribe.max_bytes:
+            raise TranscribeError(413, "the audio is larger than ASR_TRANSCRIBE_MAX_BYTES")
+        samples = await anyio.to_thread.run_sync(decode_wav, data, settings.max_session_s)
+        try:
+            text = await serving.pool.transcribe(samples)
+        except GatewayError as error:
+            raise refusal_for(error) from None
+        self.metrics.transcriptions.labels("200").inc()
+        return JSONResponse(
+            {
+                "text": text,
+                "duration_s": duration_s(samples),
+                "source": source,
+                "model": serving.pool.model.description if serving.pool.model else "",
+                "engine": serving.pool.engine,
+            }
+        )
 
     async def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -95,6 +95,12 @@ class GatewayMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.transcriptions = Counter(
+            "asr_transcriptions",
+            "POST /v1/transcribe requests, by HTTP status",
+            ["status"],
+            registry=registry,
+        )
         self.batch_size = Histogram(
             "asr_batch_size",
             "Audio pieces in the engine step that processed a piece (one sample per piece)",

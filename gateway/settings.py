@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gateway.access import AccessSettings
+from gateway.transcribe import TranscribeSettings
 from shared.messages import SAMPLE_RATE
 from shared.settings import PoolSettings, env_positive_float, env_positive_int
 
@@ -22,6 +23,7 @@ class GatewaySettings:
 
     pool: PoolSettings = field(default_factory=PoolSettings)
     access: AccessSettings = field(default_factory=AccessSettings)
+    transcribe: TranscribeSettings = field(default_factory=TranscribeSettings)
     max_sessions: int = 64
     max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
     max_text_bytes: int = 65536
@@ -49,6 +51,7 @@ class GatewaySettings:
         return cls(
             pool=PoolSettings.from_env(env),
             access=AccessSettings.from_env(env),
+            transcribe=TranscribeSettings.from_env(env),
             max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
             max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
             max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
