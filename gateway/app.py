@@ -50,7 +50,7 @@ from shared.errors import (
     WorkerLoadError,
 )
 from shared.gc_tuning import latency_tuned_gc
-from workers.pool import WorkerPool
+from workers.pool import WorkerPool, WorkerStatus
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,16 @@ class _Serving:
     admission: Admission
     clients: ClientSessions
     transcriptions: Slots
+    offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
+
+    @property
+    def whole_utterance_pool(self) -> WorkerPool:
+        """Where the WebSocket `offline` mode and /v1/transcribe decode."""
+        return self.offline_pool or self.pool
+
+    @property
+    def pools(self) -> list[WorkerPool]:
+        return [self.pool] if self.offline_pool is None else [self.pool, self.offline_pool]
 
 
 class Gateway:
@@ -127,8 +137,16 @@ class Gateway:
             raise StartupError(f"invalid settings: {exc}") from None
         admission = Admission(settings.max_sessions)
         pool = WorkerPool(settings.pool, on_result=self.metrics.observe_result)
+        offline_pool = None
         try:
             await pool.start()
+            if settings.offline_pool is not None:
+                offline_pool = WorkerPool(settings.offline_pool)
+                try:
+                    await offline_pool.start()
+                except BaseException:
+                    await pool.aclose()
+                    raise
         except WorkerLoadError as exc:
             raise StartupError(exc.message) from None
         logger.info(
@@ -139,6 +157,12 @@ class Gateway:
             len(settings.pool.worker_devices),
             settings.pool.transport,
         )
+        if offline_pool is not None:
+            logger.info(
+                "offline decoding: %s (%d workers)",
+                offline_pool.model.description if offline_pool.model else "",
+                len(offline_pool.settings.worker_devices),
+            )
         self.metrics.watch_workers(pool.status)
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         try:
@@ -146,7 +170,9 @@ class Gateway:
                 async with anyio.create_task_group() as group:
                     clients = ClientSessions(settings.access.max_sessions_per_client)
                     slots = Slots(settings.transcribe.concurrency)
-                    self._serving = _Serving(settings, pool, admission, clients, slots)
+                    self._serving = _Serving(
+                        settings, pool, admission, clients, slots, offline_pool
+                    )
                     with SignalDrain() as signals:
                         group.start_soon(self._drain_on_signal, signals)
                         try:
@@ -155,6 +181,9 @@ class Gateway:
                             group.cancel_scope.cancel()
         finally:
             admission.expire()  # sessions still open (none, under uvicorn) close with 1012
+            # Last started, first stopped: each pool's task group was entered in this task.
+            if offline_pool is not None:
+                await offline_pool.aclose()
             await pool.aclose()
             self.metrics.watch_workers(list)
             self._serving = None
@@ -215,7 +244,12 @@ class Gateway:
             places.enter_context(self.metrics.sessions_active.track_inprogress())
             self.metrics.sessions.inc()
             session = Session(
-                websocket, serving.pool, serving.settings, serving.admission, self.metrics
+                websocket,
+                serving.pool,
+                serving.settings,
+                serving.admission,
+                self.metrics,
+                offline_pool=serving.offline_pool,
             )
             await session.run()
 
@@ -229,7 +263,7 @@ class Gateway:
         if serving is None:
             return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
         draining = serving.admission.draining.is_set()
-        ready = serving.pool.ready and not draining
+        ready = all(pool.ready for pool in serving.pools) and not draining
         body = {
             "ready": ready,
             "draining": draining,
@@ -237,22 +271,12 @@ class Gateway:
                 "active": serving.admission.active,
                 "max": serving.admission.max_sessions,
             },
-            "workers": [
-                {
-                    "index": worker.index,
-                    "device": worker.device,
-                    "engine": worker.engine,
-                    "model": worker.model,
-                    "state": worker.state,
-                    "pid": worker.pid,
-                    "active_streams": worker.active_streams,
-                    "free_slots": worker.free_slots,
-                    "engine_streams": worker.engine_streams,
-                    "restarts": worker.restarts,
-                }
-                for worker in serving.pool.status()
-            ],
+            "workers": [_worker_json(worker) for worker in serving.pool.status()],
         }
+        if serving.offline_pool is not None:
+            body["offline_workers"] = [
+                _worker_json(worker) for worker in serving.offline_pool.status()
+            ]
         return JSONResponse(body, 200 if ready else 503)
 
     async def _transcribe(self, request: Request) -> Response:
@@ -286,22 +310,38 @@ class Gateway:
             raise TranscribeError(413, "the audio is larger than ASR_TRANSCRIBE_MAX_BYTES")
         samples = await anyio.to_thread.run_sync(decode_wav, data, settings.max_session_s)
         try:
-            text = await serving.pool.transcribe(samples)
+            text = await serving.whole_utterance_pool.transcribe(samples)
         except GatewayError as error:
             raise refusal_for(error) from None
         self.metrics.transcriptions.labels("200").inc()
+        decoder = serving.whole_utterance_pool
         return JSONResponse(
             {
                 "text": text,
                 "duration_s": duration_s(samples),
                 "source": source,
-                "model": serving.pool.model.description if serving.pool.model else "",
-                "engine": serving.pool.engine,
+                "model": decoder.model.description if decoder.model else "",
+                "engine": decoder.engine,
             }
         )
 
     async def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _worker_json(worker: WorkerStatus) -> dict[str, object]:
+    return {
+        "index": worker.index,
+        "device": worker.device,
+        "engine": worker.engine,
+        "model": worker.model,
+        "state": worker.state,
+        "pid": worker.pid,
+        "active_streams": worker.active_streams,
+        "free_slots": worker.free_slots,
+        "engine_streams": worker.engine_streams,
+        "restarts": worker.restarts,
+    }
 
 
 def _refusal_reason(error: Exception) -> str:

@@ -113,9 +113,12 @@ class Session:
         settings: GatewaySettings,
         admission: Admission,
         metrics: GatewayMetrics,
+        *,
+        offline_pool: WorkerPool | None = None,
     ) -> None:
         self._websocket = websocket
         self._pool = pool
+        self._offline_pool = offline_pool
         self._settings = settings
         self._admission = admission
         self._metrics = metrics
@@ -262,8 +265,14 @@ class Session:
                         await self._finish(utterance)
                         utterance = None
 
+    def _pool_for(self, config: SessionConfig) -> WorkerPool:
+        """`offline` utterances go to the offline model when one is configured."""
+        if config.mode == "offline" and self._offline_pool is not None:
+            return self._offline_pool
+        return self._pool
+
     async def _open(self, config: SessionConfig) -> AudioStream:
-        stream = self._pool.open_stream(config.stream_options())
+        stream = self._pool_for(config).open_stream(config.stream_options())
         self._streams.add(stream)
         await self._opened_in.send(_Opened(config, stream))
         return stream
@@ -310,7 +319,8 @@ class Session:
             if not result.is_final:
                 continue
             if config.mode == "offline":
-                whole = "".join(texts) if self._pool.text_is_delta else result.text
+                delta = self._pool_for(config).text_is_delta
+                whole = "".join(texts) if delta else result.text
                 extra = timing_fields(result, worker)
                 # The sums over the utterance's pieces: its whole queue and compute time.
                 extra.update(queue_ms=round(queue_ms, 3), compute_ms=round(compute_ms, 3))

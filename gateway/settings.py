@@ -9,12 +9,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.access import AccessSettings
 from gateway.transcribe import TranscribeSettings
 from shared.messages import SAMPLE_RATE
-from shared.settings import PoolSettings, env_positive_float, env_positive_int
+from shared.settings import (
+    PoolSettings,
+    env_milliseconds,
+    env_positive_float,
+    env_positive_int,
+    parse_devices,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +30,9 @@ class GatewaySettings:
     pool: PoolSettings = field(default_factory=PoolSettings)
     access: AccessSettings = field(default_factory=AccessSettings)
     transcribe: TranscribeSettings = field(default_factory=TranscribeSettings)
+    # A second pool with the offline Paraformer (ASR_OFFLINE_MODEL): it decodes the
+    # WebSocket `offline` mode and /v1/transcribe. None: the streaming pool does.
+    offline_pool: PoolSettings | None = None
     max_sessions: int = 64
     max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
     max_text_bytes: int = 65536
@@ -48,10 +57,12 @@ class GatewaySettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GatewaySettings:
         env = os.environ if environ is None else environ
         defaults = cls()
+        pool = PoolSettings.from_env(env)
         return cls(
-            pool=PoolSettings.from_env(env),
+            pool=pool,
             access=AccessSettings.from_env(env),
             transcribe=TranscribeSettings.from_env(env),
+            offline_pool=_offline_pool(env, pool),
             max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
             max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
             max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
@@ -62,3 +73,23 @@ class GatewaySettings:
             drain_timeout_s=env_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
             gc_tuning=env.get("ASR_GC_TUNING", "1").strip().lower() not in ("0", "false", "no"),
         )
+
+
+def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
+    """The offline pool: ``ASR_OFFLINE_MODEL`` on ``ASR_OFFLINE_DEVICES`` (default: the
+    streaming pool's devices), holding steps ``ASR_OFFLINE_BATCH_WAIT_MS`` (50) for more
+    utterances to decode together; the rest as the streaming pool."""
+    model = env.get("ASR_OFFLINE_MODEL", "").strip()
+    if not model:
+        return None
+    devices = env.get("ASR_OFFLINE_DEVICES", "").strip()
+    return replace(
+        pool,
+        model=model,
+        kind="offline",
+        engine="paraformer",
+        devices=parse_devices(devices) if devices else pool.devices,
+        batch_wait_s=env_milliseconds(env, "ASR_OFFLINE_BATCH_WAIT_MS", 50.0, allow_zero=True),
+        # An utterance is decoded at its end; the wait above bounds the hold, not this.
+        chunk_deadline_s=60.0,
+    )

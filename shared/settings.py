@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 Transport = Literal["shm", "queue"]
+PoolKind = Literal["streaming", "offline"]
 Engine = Literal["paraformer", "paraformer-onnx"]
 Precision = Literal["fp32", "int8"]
 ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
@@ -20,7 +21,7 @@ PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 DEFAULT_MODEL = "paraformer-zh-streaming"
 
 
-def _parse_devices(value: str) -> tuple[str, ...]:
+def parse_devices(value: str) -> tuple[str, ...]:
     devices = tuple(d.strip() for d in value.split(",") if d.strip())
     if not devices:
         raise ValueError("ASR_DEVICES must name at least one device, e.g. 'cpu' or 'cuda:0'")
@@ -93,6 +94,7 @@ class PoolSettings:
     """How many workers, on which devices, loading what, talking over which transport."""
 
     model: str = DEFAULT_MODEL
+    kind: PoolKind = "streaming"  # the pool of ASR_OFFLINE_MODEL is "offline"
     devices: tuple[str, ...] = ("cpu",)
     workers_per_device: int = 1
     transport: Transport = "shm"
@@ -156,7 +158,7 @@ class PoolSettings:
             raise ValueError(f"ASR_TRANSPORT must be 'shm' or 'queue', not {transport_name!r}")
         return cls(
             model=env.get("ASR_MODEL", defaults.model),
-            devices=_parse_devices(env.get("ASR_DEVICES", ",".join(defaults.devices))),
+            devices=parse_devices(env.get("ASR_DEVICES", ",".join(defaults.devices))),
             workers_per_device=env_positive_int(
                 env, "ASR_WORKERS_PER_DEVICE", defaults.workers_per_device
             ),

@@ -24,3 +24,9 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_streaming_model(model_cache: Path) -> Path:
     """The tiny random-weight streaming Paraformer (~1 MB), built once per session."""
     return ensure_synthetic(model_cache, "streaming", "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_offline_model(model_cache: Path) -> Path:
+    """The tiny random-weight offline Paraformer, built once per session."""
+    return ensure_synthetic(model_cache, "offline", "tiny")

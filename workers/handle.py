@@ -112,7 +112,10 @@ class WorkerHandle:
             commands_child = None
         self._results = results
         policy = BatchPolicy(
-            self._settings.max_batch, self._settings.batch_wait_s, self._settings.chunk_deadline_s
+            self._settings.max_batch,
+            self._settings.batch_wait_s,
+            self._settings.chunk_deadline_s,
+            hold_finals=self.spec.engine == "paraformer-offline",
         )
         self._process = context.Process(
             target=worker_main,

@@ -14,6 +14,7 @@ import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -22,6 +23,8 @@ from shared.errors import WorkerLoadError
 HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
+OFFLINE_MODEL_CLASSES = ("Paraformer",)
+ModelKind = Literal["streaming", "offline"]
 
 # funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
 HUB_ALIASES = {
@@ -38,22 +41,27 @@ class ResolvedModel:
     description: str
 
 
-def resolve_model(model: str, cache_dir: str) -> ResolvedModel:
-    """Find or build the model; may take minutes for ``synthetic:large`` the first time."""
+def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> ResolvedModel:
+    """Find or build the model; may take minutes for ``synthetic:large`` the first time.
+
+    ``kind`` is what the pool serves: a streaming Paraformer (``ASR_MODEL``) or an offline
+    one (``ASR_OFFLINE_MODEL``); a directory holding the other kind is refused.
+    """
+    variable = "ASR_MODEL" if kind == "streaming" else "ASR_OFFLINE_MODEL"
     if model == "checksum":
         return ResolvedModel("checksum", None, "checksum (model-free)")
     if model.startswith("synthetic:"):
         size = model.removeprefix("synthetic:")
         if size not in ("tiny", "large"):
-            raise WorkerLoadError(f"ASR_MODEL={model}: use synthetic:tiny or synthetic:large")
-        path = ensure_synthetic(Path(cache_dir), "streaming", size)
-        return _from_directory(path, model)
+            raise WorkerLoadError(f"{variable}={model}: use synthetic:tiny or synthetic:large")
+        path = ensure_synthetic(Path(cache_dir), kind, size)
+        return _from_directory(path, model, kind)
     path = Path(model).expanduser()
     if path.is_dir():
-        return _from_directory(path.resolve(), model)
+        return _from_directory(path.resolve(), model, kind)
     if model.startswith(("/", ".", "~")) or model.count("/") > 1:
-        raise WorkerLoadError(f"ASR_MODEL={model}: no such directory")
-    return _from_directory(_find_or_download(model), model)
+        raise WorkerLoadError(f"{variable}={model}: no such directory")
+    return _from_directory(_find_or_download(model), model, kind)
 
 
 def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Path:
@@ -84,16 +92,20 @@ def model_class(model_dir: Path) -> str:
     return str(config.get("model", ""))
 
 
-def _from_directory(path: Path, name: str) -> ResolvedModel:
+def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:
+    variable = "ASR_MODEL" if kind == "streaming" else "ASR_OFFLINE_MODEL"
     if not (path / "config.yaml").is_file():
-        raise WorkerLoadError(f"ASR_MODEL={name}: {path} has no config.yaml")
-    kind = model_class(path)
-    if kind not in STREAMING_MODEL_CLASSES:
+        raise WorkerLoadError(f"{variable}={name}: {path} has no config.yaml")
+    found = model_class(path)
+    classes = STREAMING_MODEL_CLASSES if kind == "streaming" else OFFLINE_MODEL_CLASSES
+    if found not in classes:
+        article = "a streaming" if kind == "streaming" else "an offline"
         raise WorkerLoadError(
-            f"ASR_MODEL={name}: model class {kind!r} is not a streaming Paraformer"
-            f" (supported: {', '.join(STREAMING_MODEL_CLASSES)})"
+            f"{variable}={name}: model class {found!r} is not {article} Paraformer"
+            f" (supported: {', '.join(classes)})"
         )
-    return ResolvedModel("paraformer", str(path), f"{name} ({kind})")
+    engine = "paraformer" if kind == "streaming" else "paraformer-offline"
+    return ResolvedModel(engine, str(path), f"{name} ({found})")
 
 
 def _hub_cache_candidates(model_id: str) -> list[Path]:

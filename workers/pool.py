@@ -124,7 +124,7 @@ class WorkerPool:
         """
         settings = self.settings
         self.model = await anyio.to_thread.run_sync(
-            resolve_model, settings.model, settings.model_cache_dir
+            resolve_model, settings.model, settings.model_cache_dir, settings.kind
         )
         engine = self.model.engine
         if engine == "paraformer" and settings.engine == "paraformer-onnx":

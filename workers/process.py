@@ -61,6 +61,8 @@ class BatchPolicy:
     max_batch: int
     wait_s: float = 0.0
     deadline_s: float = 0.6
+    # Offline engines decode at a stream's final piece: that is what a held step gathers.
+    hold_finals: bool = False
 
 
 def worker_main(
@@ -146,7 +148,7 @@ def _wait_for_more(
 ) -> None:
     """Hold the step open for more chunks, within the policy's wait and deadline."""
     audio = [c for c in commands if c.header.kind is CommandKind.AUDIO]
-    if not audio or _ends_something(commands):
+    if not audio or _ends_something(commands, policy.hold_finals):
         return
     hold_until = time.monotonic_ns() + int(policy.wait_s * 1e9)
     oldest_ns = min(c.header.sent_ns for c in audio)
@@ -159,14 +161,16 @@ def _wait_for_more(
         if freed:
             results.send((SlotsFreed(tuple(freed)),))
         commands += more
-        if not more or _ends_something(more):
+        if not more or _ends_something(more, policy.hold_finals):
             return
 
 
-def _ends_something(commands: list[Command]) -> bool:
-    """A final chunk or a stop: the step must not wait (OPEN and CLOSE do not matter)."""
+def _ends_something(commands: list[Command], hold_finals: bool) -> bool:
+    """A stop, or a final chunk (unless finals are what the step gathers): the step must
+    not wait. OPEN and CLOSE do not matter."""
     return any(
-        c.header.kind is CommandKind.STOP or (c.header.kind is CommandKind.AUDIO and c.header.final)
+        c.header.kind is CommandKind.STOP
+        or (not hold_finals and c.header.kind is CommandKind.AUDIO and c.header.final)
         for c in commands
     )
 

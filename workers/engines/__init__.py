@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
 
-ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx")
+ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx", "paraformer-offline")
 
 
 def load_engine(spec: EngineSpec) -> Engine:
@@ -23,5 +23,9 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 
             return ParaformerOnnxEngine.load(spec)
+        case "paraformer-offline":
+            from workers.engines.paraformer_offline import ParaformerOfflineEngine
+
+            return ParaformerOfflineEngine.load(spec)
         case other:
             raise ValueError(f"unknown engine {other!r}; known: {', '.join(ENGINE_NAMES)}")

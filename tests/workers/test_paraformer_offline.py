@@ -1,0 +1,97 @@
+"""The offline Paraformer engine: whole utterances, several in one generate call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from shared.errors import WorkerLoadError
+from shared.messages import EngineSpec, StreamOptions
+from shared.settings import PoolSettings
+from workers.engines.base import ChunkItem
+from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.models import resolve_model
+from workers.pool import WorkerPool
+
+pytestmark = pytest.mark.slow
+
+
+def clip(seed: int, seconds: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * 16000)) / 16000
+    tone = 3000 * np.sin(2 * np.pi * (200 + 60 * seed) * t)
+    return (tone + 1500 * rng.standard_normal(t.size)).astype(np.int16)
+
+
+def test_one_utterance_equals_automodel_generate(tiny_offline_model: Path) -> None:
+    engine = ParaformerOfflineEngine.load(
+        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
+    )
+    model = load_automodel(str(tiny_offline_model), "cpu", 1)
+    for seed in range(3):
+        audio = clip(seed, 1.0 + seed)
+        engine.open_stream(seed, StreamOptions())
+        partial = engine.feed([ChunkItem(seed, 0, audio[:5000], False)])
+        assert partial[0].text == ""
+        assert not partial[0].final
+        (final,) = engine.feed([ChunkItem(seed, 1, audio[5000:], True)])
+        expected = model.generate(input=to_float(audio), disable_pbar=True)[0]["text"]
+        assert final.final
+        assert final.text == expected
+        assert final.text  # real text, not an empty comparison
+    assert engine.active_streams == 0
+
+
+def test_finals_in_one_step_are_one_batched_generate(tiny_offline_model: Path) -> None:
+    """The same texts as funasr's own batched call on the same clips."""
+    engine = ParaformerOfflineEngine.load(
+        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
+    )
+    model = load_automodel(str(tiny_offline_model), "cpu", 1)
+    clips = [clip(10 + s, 1.0 + 0.5 * s) for s in range(4)]
+    for s in range(4):
+        engine.open_stream(s, StreamOptions())
+    outputs = engine.feed([ChunkItem(s, 0, c, True) for s, c in enumerate(clips)])
+    batched = model.generate(input=[to_float(c) for c in clips], batch_size=4, disable_pbar=True)
+    assert [o.text for o in outputs] == [r["text"] for r in batched]
+    engine.open_stream(9, StreamOptions())
+    (empty,) = engine.feed([ChunkItem(9, 0, np.zeros(0, np.int16), True)])
+    assert empty.text == ""
+    assert empty.error is None
+
+
+def test_the_offline_pool_refuses_a_streaming_model(tiny_streaming_model: Path) -> None:
+    with pytest.raises(WorkerLoadError, match=r"ASR_OFFLINE_MODEL.*not an offline"):
+        resolve_model(str(tiny_streaming_model), "/nonexistent", "offline")
+
+
+@pytest.mark.anyio
+async def test_an_offline_pool_gathers_utterances_ending_together(
+    tiny_offline_model: Path,
+) -> None:
+    settings = PoolSettings(
+        model=str(tiny_offline_model),
+        kind="offline",
+        devices=("cpu",),
+        batch_wait_s=0.3,
+        chunk_deadline_s=10.0,
+    )
+    clips = [clip(20 + s, 1.0) for s in range(3)]
+    async with WorkerPool(settings) as pool:
+        assert pool.engine == "paraformer-offline"
+        texts: list[str] = [""] * 3
+
+        async def one(index: int) -> None:
+            texts[index] = await pool.transcribe(clips[index])
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for index in range(3):
+                    group.start_soon(one, index)
+    model = load_automodel(str(tiny_offline_model), "cpu", 1)
+    batched = model.generate(input=[to_float(c) for c in clips], batch_size=3, disable_pbar=True)
+    assert texts == [r["text"] for r in batched]

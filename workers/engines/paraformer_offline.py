@@ -1,0 +1,98 @@
+"""FunASR's offline (non-streaming) Paraformer: whole utterances, several in one call.
+
+A stream's audio is buffered in the worker; its final piece triggers the decode. Every
+utterance whose final piece is in the same engine step is decoded in one ``generate`` call
+with ``batch_size`` = their number: funasr pads them into one forward pass (the worker's
+batch policy may hold a step open briefly so that more arrive together). Results before
+the final one carry no text; the final one carries the whole utterance's text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.messages import EngineSpec, StreamOptions
+from workers.engines.base import (
+    ChunkItem,
+    ChunkOutput,
+    Samples,
+    expire_idle_streams,
+    unknown_stream_output,
+)
+from workers.engines.paraformer import load_automodel, to_float
+
+
+@dataclass(slots=True)
+class _Utterance:
+    pieces: list[Samples] = field(default_factory=list)
+    last_fed: float = 0.0
+
+
+class ParaformerOfflineEngine:
+    name = "paraformer-offline"
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self._streams: dict[int, _Utterance] = {}
+
+    @classmethod
+    def load(cls, spec: EngineSpec) -> ParaformerOfflineEngine:
+        if spec.model_dir is None:
+            raise ValueError("the paraformer-offline engine needs a model directory")
+        return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
+
+    @property
+    def active_streams(self) -> int:
+        return len(self._streams)
+
+    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
+        self._streams[stream_id] = _Utterance(last_fed=time.monotonic())
+
+    def close_stream(self, stream_id: int) -> None:
+        self._streams.pop(stream_id, None)
+
+    def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
+        return expire_idle_streams(self._streams, now, idle_timeout_s)
+
+    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
+        outputs: list[ChunkOutput | None] = [None] * len(items)
+        finals: list[tuple[int, ChunkItem, Samples]] = []
+        for index, item in enumerate(items):
+            utterance = self._streams.get(item.stream_id)
+            if utterance is None:
+                outputs[index] = unknown_stream_output(item)
+                continue
+            utterance.last_fed = time.monotonic()
+            utterance.pieces.append(item.samples)
+            if not item.final:
+                outputs[index] = ChunkOutput(item.stream_id, item.seq, "", False)
+                continue
+            del self._streams[item.stream_id]
+            finals.append((index, item, np.concatenate(utterance.pieces)))
+        for (index, item, _), text, error in zip(finals, *self._decode(finals), strict=True):
+            outputs[index] = ChunkOutput(item.stream_id, item.seq, text, True, error=error)
+        return [output for output in outputs if output is not None]
+
+    def _decode(
+        self, finals: list[tuple[int, ChunkItem, Samples]]
+    ) -> tuple[list[str], list[str | None]]:
+        """One ``generate`` call for every non-empty utterance; empty ones have no text."""
+        texts = [""] * len(finals)
+        errors: list[str | None] = [None] * len(finals)
+        spoken = [i for i, (_, _, audio) in enumerate(finals) if len(audio)]
+        if not spoken:
+            return texts, errors
+        inputs = [to_float(finals[i][2]) for i in spoken]
+        try:
+            results = self._model.generate(input=inputs, batch_size=len(inputs), disable_pbar=True)
+        except Exception as exc:  # the call failed: so did every utterance in it
+            message = f"engine error: {type(exc).__name__}: {exc}"
+            return texts, [message if i in spoken else None for i in range(len(finals))]
+        for i, result in zip(spoken, results, strict=True):
+            texts[i] = str(result.get("text", ""))
+        return texts, errors
