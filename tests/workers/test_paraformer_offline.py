@@ -46,18 +46,26 @@ def test_one_utterance_equals_automodel_generate(tiny_offline_model: Path) -> No
     assert engine.active_streams == 0
 
 
-def test_finals_in_one_step_are_one_batched_generate(tiny_offline_model: Path) -> None:
-    """The same texts as funasr's own batched call on the same clips."""
+def test_finals_in_one_step_are_batched_by_similar_length(tiny_offline_model: Path) -> None:
+    """Utterances ending together are decoded in one generate call per group of similar
+    lengths (within 1.25x): the texts are funasr's own for those same batched calls."""
     engine = ParaformerOfflineEngine.load(
         EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
     )
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
-    clips = [clip(10 + s, 1.0 + 0.5 * s) for s in range(4)]
+    seconds = [2.0, 1.0, 2.2, 1.1]  # two groups: the 1 s clips, the 2 s clips
+    clips = [clip(10 + s, length) for s, length in enumerate(seconds)]
     for s in range(4):
         engine.open_stream(s, StreamOptions())
     outputs = engine.feed([ChunkItem(s, 0, c, True) for s, c in enumerate(clips)])
-    batched = model.generate(input=[to_float(c) for c in clips], batch_size=4, disable_pbar=True)
-    assert [o.text for o in outputs] == [r["text"] for r in batched]
+    expected: dict[int, str] = {}
+    for group in ([1, 3], [0, 2]):
+        results = model.generate(
+            input=[to_float(clips[i]) for i in group], batch_size=2, disable_pbar=True
+        )
+        expected.update({i: r["text"] for i, r in zip(group, results, strict=True)})
+    assert [o.text for o in outputs] == [expected[i] for i in range(4)]
+    assert [o.stream_id for o in outputs] == [0, 1, 2, 3]  # answered in the order fed
     engine.open_stream(9, StreamOptions())
     (empty,) = engine.feed([ChunkItem(9, 0, np.zeros(0, np.int16), True)])
     assert empty.text == ""

@@ -1,16 +1,16 @@
 """FunASR's offline (non-streaming) Paraformer: whole utterances, several in one call.
 
-A stream's audio is buffered in the worker; its final piece triggers the decode. Every
-utterance whose final piece is in the same engine step is decoded in one ``generate`` call
-with ``batch_size`` = their number: funasr pads them into one forward pass (the worker's
-batch policy may hold a step open briefly so that more arrive together). Results before
-the final one carry no text; the final one carries the whole utterance's text.
+A stream's audio is buffered in the worker; its final piece triggers the decode. The
+utterances whose final pieces are in the same engine step are decoded together, in one
+``generate`` call per group of similar lengths: funasr pads a batch into one forward pass
+(the worker's batch policy may hold a step open briefly so that more arrive together).
+Results before the final one carry no text; the final one carries the whole utterance's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,18 +81,42 @@ class ParaformerOfflineEngine:
     def _decode(
         self, finals: list[tuple[int, ChunkItem, Samples]]
     ) -> tuple[list[str], list[str | None]]:
-        """One ``generate`` call for every non-empty utterance; empty ones have no text."""
+        """One ``generate`` call per group of similar lengths; empty utterances have no text.
+
+        A batch is padded to its longest utterance: mixing a 2 s clip with an 8 s one costs
+        more than decoding them apart (measured: bench/offline_batch.py), so utterances
+        are sorted by length and batched only with ones at most ``LENGTH_RATIO`` longer.
+        """
         texts = [""] * len(finals)
         errors: list[str | None] = [None] * len(finals)
-        spoken = [i for i, (_, _, audio) in enumerate(finals) if len(audio)]
-        if not spoken:
-            return texts, errors
-        inputs = [to_float(finals[i][2]) for i in spoken]
-        try:
-            results = self._model.generate(input=inputs, batch_size=len(inputs), disable_pbar=True)
-        except Exception as exc:  # the call failed: so did every utterance in it
-            message = f"engine error: {type(exc).__name__}: {exc}"
-            return texts, [message if i in spoken else None for i in range(len(finals))]
-        for i, result in zip(spoken, results, strict=True):
-            texts[i] = str(result.get("text", ""))
+        spoken = sorted(
+            (i for i, (_, _, audio) in enumerate(finals) if len(audio)),
+            key=lambda i: len(finals[i][2]),
+        )
+        for group in _similar_lengths(spoken, lambda i: len(finals[i][2])):
+            inputs = [to_float(finals[i][2]) for i in group]
+            try:
+                results = self._model.generate(
+                    input=inputs, batch_size=len(inputs), disable_pbar=True
+                )
+            except Exception as exc:  # the call failed: so did every utterance in it
+                for i in group:
+                    errors[i] = f"engine error: {type(exc).__name__}: {exc}"
+                continue
+            for i, result in zip(group, results, strict=True):
+                texts[i] = str(result.get("text", ""))
         return texts, errors
+
+
+LENGTH_RATIO = 1.25
+
+
+def _similar_lengths(ordered: list[int], length: Callable[[int], int]) -> list[list[int]]:
+    """Split indices sorted by length into runs whose longest is <= LENGTH_RATIO x shortest."""
+    groups: list[list[int]] = []
+    for index in ordered:
+        if groups and length(index) <= LENGTH_RATIO * length(groups[-1][0]):
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
