@@ -141,7 +141,12 @@ class Gateway:
         try:
             await pool.start()
             if settings.offline_pool is not None:
-                offline_pool = WorkerPool(settings.offline_pool)
+                offline_pool = WorkerPool(
+                    settings.offline_pool,
+                    on_result=lambda worker, result: self.metrics.observe_result(
+                        f"offline-{worker}", result
+                    ),
+                )
                 try:
                     await offline_pool.start()
                 except BaseException:
@@ -163,7 +168,7 @@ class Gateway:
                 offline_pool.model.description if offline_pool.model else "",
                 len(offline_pool.settings.worker_devices),
             )
-        self.metrics.watch_workers(pool.status)
+        self.metrics.watch_workers(pool.status, offline_pool.status if offline_pool else list)
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         try:
             with gc_tuning:

@@ -29,8 +29,9 @@ StatusSource = Callable[[], Sequence[WorkerStatus]]
 class WorkerCollector(Collector):
     """Per-worker gauges and the restart counter, read from the pool's status on scrape."""
 
-    def __init__(self, status: StatusSource) -> None:
+    def __init__(self, status: StatusSource, offline: StatusSource) -> None:
         self._status = status
+        self._offline = offline
 
     def collect(self) -> Iterable[Metric]:
         labels = ["worker", "device"]
@@ -43,8 +44,10 @@ class WorkerCollector(Collector):
         restarts = CounterMetricFamily(
             "asr_worker_restarts", "Times the worker died and was replaced", labels=labels
         )
-        for worker in self._status():
-            values = [str(worker.index), worker.device]
+        workers = [(str(w.index), w) for w in self._status()]
+        workers += [(f"offline-{w.index}", w) for w in self._offline()]
+        for label, worker in workers:
+            values = [label, worker.device]
             ready.add_metric(values, 1.0 if worker.state == "ready" else 0.0)
             streams.add_metric(values, worker.active_streams)
             restarts.add_metric(values, worker.restarts)
@@ -57,6 +60,7 @@ class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self._status: StatusSource = list
+        self._offline_status: StatusSource = list
         registry = self.registry
         self.sessions_active = Gauge(
             "asr_sessions_active", "WebSocket sessions being served", registry=registry
@@ -108,13 +112,15 @@ class GatewayMetrics:
             buckets=BATCH_BUCKETS,
             registry=registry,
         )
-        registry.register(WorkerCollector(lambda: self._status()))
+        registry.register(WorkerCollector(lambda: self._status(), lambda: self._offline_status()))
 
-    def watch_workers(self, status: StatusSource) -> None:
-        """Read worker state from ``status`` (the pool's) at each scrape."""
+    def watch_workers(self, status: StatusSource, offline: StatusSource = list) -> None:
+        """Read worker state from the pools' ``status`` at each scrape; the offline pool's
+        workers are labelled ``offline-N``."""
         self._status = status
+        self._offline_status = offline
 
-    def observe_result(self, worker: int, result: StreamResult) -> None:
+    def observe_result(self, worker: int | str, result: StreamResult) -> None:
         label = str(worker)
         self.chunks.labels(label).inc()
         self.queue_duration.labels(label).observe(result.queue_ms / 1000.0)

@@ -80,6 +80,13 @@ def test_transcribe_uses_the_offline_model(client: TestClient, tiny_offline_mode
     assert body["text"] == expected
 
 
+def test_metrics_label_the_offline_workers(client: TestClient) -> None:
+    text = client.get("/metrics").text
+    assert 'asr_worker_ready{device="cpu",worker="offline-0"} 1.0' in text
+    assert 'asr_worker_ready{device="cpu",worker="0"} 1.0' in text
+    assert 'asr_chunks_total{worker="offline-0"}' in text  # the tests above decoded there
+
+
 def test_readyz_lists_both_pools(client: TestClient) -> None:
     body = json.loads(client.get("/readyz").text)
     assert body["ready"] is True
