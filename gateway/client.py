@@ -2,7 +2,8 @@
 
 ::
 
-    python -m gateway.client FILE.wav [--url ws://127.0.0.1:10095/] [--mode online|offline] [--fast]
+    python -m gateway.client FILE.wav [--url ws://127.0.0.1:10095/]
+        [--mode online|offline|2pass] [--fast]
 
 The file must be 16 kHz mono 16-bit PCM. Audio goes out in FunASR's framing (``60 ms x
 chunk_size[1] / chunk_interval`` per frame), in real time unless ``--fast``. Online, each
@@ -149,6 +150,10 @@ async def _receive_results(
             if message.get("is_final") is True:
                 if mode == "offline":
                     text = str(message.get("text", ""))
+                elif mode == "2pass":  # each sentence's offline text replaces its partials
+                    text = "".join(
+                        str(m.get("text", "")) for m in messages if m.get("mode") == "2pass-offline"
+                    )
                 else:
                     text = "".join(str(m.get("text", "")) for m in messages)
                 return Transcript(text, tuple(messages))
@@ -207,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("file", type=Path, help="a 16 kHz mono 16-bit WAV file")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
-    parser.add_argument("--mode", choices=("online", "offline"), default="online")
+    parser.add_argument("--mode", choices=("online", "offline", "2pass"), default="online")
     parser.add_argument("--fast", action="store_true", help="send as fast as possible")
     parser.add_argument(
         "--chunk-size", type=_chunk_size, default=(5, 10, 5), metavar="A,B,C", help="default 5,10,5"

@@ -21,6 +21,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -29,6 +30,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.admission import Admission
 from gateway.chunker import ChunkCutter
+from gateway.endpointer import EnergyEndpointer
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import (
     AudioReceived,
@@ -63,17 +65,25 @@ class _Utterance:
     """One utterance between its config and its end, as the forwarder holds it."""
 
     config: SessionConfig
-    stream: AudioStream | None = None  # online: opened at the config; offline: at the end
+    stream: AudioStream | None = None  # online, 2pass: opened at the config; offline: at the end
     cutter: ChunkCutter | None = None
-    buffer: bytearray = field(default_factory=bytearray)
+    buffer: bytearray = field(default_factory=bytearray)  # offline: all; 2pass: this sentence
+    endpointer: EnergyEndpointer | None = None  # 2pass only
+
+
+Role = Literal["online", "offline", "2pass-online", "2pass-offline"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Opened:
-    """An utterance's pool stream, handed from the forwarder to the writer."""
+    """A pool stream, handed from the forwarder to the writer: a whole utterance (online,
+    offline), or one 2pass sentence's streaming pass or its offline pass."""
 
     config: SessionConfig
     stream: AudioStream
+    role: Role
+    last: bool  # the utterance's last stream: its result carries is_final, and ends it
+    text_is_delta: bool
 
 
 def close_reason(message: str) -> str:
@@ -225,10 +235,6 @@ class Session:
         """What the parser cannot know: the modes we serve, the session's length."""
         match event:
             case ConfigReceived(config=config):
-                if config.mode == "2pass":
-                    raise ProtocolError(
-                        'mode "2pass" is not served yet: send "mode": "online" or "offline"'
-                    )
                 self._open_utterances += 1
                 self._metrics.utterances.labels(config.mode).inc()
             case AudioReceived(pcm=pcm):
@@ -251,15 +257,20 @@ class Session:
                     case ConfigReceived(config=config):
                         utterance = _Utterance(config)
                         if config.mode == "online":
-                            utterance.stream = await self._open(config)
-                            utterance.cutter = ChunkCutter(config.chunk_bytes)
+                            await self._open_streaming(utterance, "online")
+                        elif config.mode == "2pass":
+                            await self._open_streaming(utterance, "2pass-online")
+                            utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
                     case AudioReceived(pcm=pcm):
                         assert utterance is not None, "the parser lets no audio before a config"
                         if utterance.cutter is not None and utterance.stream is not None:
                             for chunk in utterance.cutter.push(pcm):
                                 await utterance.stream.send(chunk)
-                        else:
+                        if utterance.config.mode != "online":
                             utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
+                        if utterance.endpointer is not None:
+                            for offset in utterance.endpointer.push(pcm):
+                                await self._end_sentence(utterance, offset, last=False)
                     case EndOfUtterance():
                         assert utterance is not None, "the parser lets no end before a config"
                         await self._finish(utterance)
@@ -271,20 +282,46 @@ class Session:
             return self._offline_pool
         return self._pool
 
-    async def _open(self, config: SessionConfig) -> AudioStream:
-        stream = self._pool_for(config).open_stream(config.stream_options())
+    async def _open(
+        self, config: SessionConfig, pool: WorkerPool, role: Role, last: bool
+    ) -> AudioStream:
+        stream = pool.open_stream(config.stream_options())
         self._streams.add(stream)
-        await self._opened_in.send(_Opened(config, stream))
+        await self._opened_in.send(_Opened(config, stream, role, last, pool.text_is_delta))
         return stream
 
+    async def _open_streaming(self, utterance: _Utterance, role: Role) -> None:
+        config = utterance.config
+        utterance.stream = await self._open(config, self._pool, role, last=role == "online")
+        utterance.cutter = ChunkCutter(config.chunk_bytes)
+
     async def _finish(self, utterance: _Utterance) -> None:
+        config = utterance.config
+        if config.mode == "2pass":
+            await self._end_sentence(utterance, len(utterance.buffer), last=True)
+            return
         if utterance.cutter is not None and utterance.stream is not None:
             await utterance.stream.finish(utterance.cutter.flush())
             return
         # Offline: the whole utterance in one go, as FunASR's offline server decodes it.
-        stream = await self._open(utterance.config)
+        stream = await self._open(config, self._pool_for(config), "offline", last=True)
         audio, utterance.buffer = utterance.buffer, bytearray()
         await stream.finish(audio)
+
+    async def _end_sentence(self, utterance: _Utterance, offset: int, last: bool) -> None:
+        """2pass: close this sentence's streaming pass, decode its audio whole (the offline
+        model when one is configured) and, unless the utterance ended, start the next
+        sentence's streaming pass from a fresh state."""
+        assert utterance.stream is not None
+        assert utterance.cutter is not None
+        await utterance.stream.finish(utterance.cutter.flush())
+        sentence = bytes(utterance.buffer[:offset])
+        del utterance.buffer[:offset]
+        pool = self._offline_pool or self._pool
+        stream = await self._open(utterance.config, pool, "2pass-offline", last=last)
+        await stream.finish(sentence)
+        if not last:
+            await self._open_streaming(utterance, "2pass-online")
 
     # -- writer -----------------------------------------------------------------------
 
@@ -293,15 +330,18 @@ class Session:
             async with opened.stream:
                 await self._relay(opened)
             self._streams.discard(opened.stream)
-            self._utterance_done()
+            if opened.last:
+                self._utterance_done()
 
     async def _relay(self, opened: _Opened) -> None:
-        """Send one utterance's results: each non-empty partial online, then the final."""
+        """Send one stream's results. online: each non-empty partial, then the final.
+        2pass-online: each non-empty partial, never final (the sentence's offline pass
+        follows). offline, 2pass-offline: one result with the whole text."""
         config, worker = opened.config, opened.stream.worker_index
         texts: list[str] = []
         queue_ms = compute_ms = 0.0
         async for result in opened.stream:
-            if config.mode == "online":
+            if opened.role == "online":
                 if result.text or result.is_final or config.timing:
                     await self._send(
                         result_message(
@@ -312,24 +352,34 @@ class Session:
                             extra=timing_fields(result, worker),
                         )
                     )
+            elif opened.role == "2pass-online":
+                if result.text or config.timing:
+                    await self._send(
+                        result_message(
+                            mode="2pass-online",
+                            text=result.text,
+                            wav_name=config.wav_name,
+                            is_final=False,
+                            extra=timing_fields(result, worker),
+                        )
+                    )
             else:
                 texts.append(result.text)
                 queue_ms += result.queue_ms
                 compute_ms += result.compute_ms
             if not result.is_final:
                 continue
-            if config.mode == "offline":
-                delta = self._pool_for(config).text_is_delta
-                whole = "".join(texts) if delta else result.text
+            if opened.role in ("offline", "2pass-offline"):
+                whole = "".join(texts) if opened.text_is_delta else result.text
                 extra = timing_fields(result, worker)
                 # The sums over the utterance's pieces: its whole queue and compute time.
                 extra.update(queue_ms=round(queue_ms, 3), compute_ms=round(compute_ms, 3))
                 await self._send(
                     result_message(
-                        mode="offline",
+                        mode=opened.role,
                         text=whole,
                         wav_name=config.wav_name,
-                        is_final=True,
+                        is_final=opened.last,
                         extra=extra,
                     )
                 )

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.access import AccessSettings
+from gateway.endpointer import EndpointSettings
 from gateway.transcribe import TranscribeSettings
 from shared.messages import SAMPLE_RATE
 from shared.settings import (
@@ -33,6 +34,7 @@ class GatewaySettings:
     # A second pool with the offline Paraformer (ASR_OFFLINE_MODEL): it decodes the
     # WebSocket `offline` mode and /v1/transcribe. None: the streaming pool does.
     offline_pool: PoolSettings | None = None
+    endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
     max_sessions: int = 64
     max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
     max_text_bytes: int = 65536
@@ -63,6 +65,11 @@ class GatewaySettings:
             access=AccessSettings.from_env(env),
             transcribe=TranscribeSettings.from_env(env),
             offline_pool=_offline_pool(env, pool),
+            endpoint=EndpointSettings(
+                silence_ms=env_positive_int(env, "ASR_ENDPOINT_SILENCE_MS", 800),
+                min_speech_ms=env_positive_int(env, "ASR_ENDPOINT_MIN_SPEECH_MS", 300),
+                energy_dbfs=_dbfs(env, "ASR_ENDPOINT_ENERGY_DBFS", -40.0),
+            ),
             max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
             max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
             max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
@@ -93,3 +100,16 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
         chunk_deadline_s=60.0,
     )
+
+
+def _dbfs(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a level in dBFS (e.g. -40), not {raw!r}") from None
+    if not (math.isfinite(value) and value < 0):
+        raise ValueError(f"{name} must be a negative level in dBFS, not {raw!r}")
+    return value

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient, WebSocketTestSession
 from starlette.websockets import WebSocketDisconnect
@@ -105,8 +106,6 @@ BAD_INPUT = [
     pytest.param([END], 1008, "no utterance", id="end-before-config"),
     pytest.param([config(), config()], 1008, "middle of an utterance", id="config-twice"),
     pytest.param([config(), b"\x00\x01\x02", END], 1008, "16-bit sample", id="odd-byte-at-end"),
-    pytest.param([config(mode="2pass")], 1008, "2pass", id="2pass"),
-    pytest.param([json.dumps({"is_speaking": True})], 1008, "2pass", id="2pass-by-default"),
     pytest.param([config(), bytes(65537)], 1009, "larger than", id="binary-too-large"),
     pytest.param([json.dumps({"hotwords": "x" * 5000})], 1009, "larger than", id="text-too-large"),
 ]
@@ -371,3 +370,63 @@ def test_bad_settings_fail_start_up_with_the_variable_named() -> None:
     app = create_app(environ={"ASR_MODEL": "checksum", "ASR_MAX_SESSIONS": "many"})
     with pytest.raises(StartupError, match="ASR_MAX_SESSIONS"), TestClient(app):
         pass
+
+
+# --- 2pass ---------------------------------------------------------------------------
+
+
+def loud(seconds: float, seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    return rng.integers(-12000, 12000, int(seconds * 16000), dtype=np.int16).astype("<i2").tobytes()
+
+
+def quiet(seconds: float) -> bytes:
+    return bytes(2 * int(seconds * 16000))
+
+
+def receive_until_is_final(ws: WebSocketTestSession) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    while not messages or not messages[-1]["is_final"]:
+        message = ws.receive_json()
+        assert "type" not in message, message
+        messages.append(message)
+    return messages
+
+
+def test_2pass_sends_partials_then_each_sentence_decoded_whole(client: TestClient) -> None:
+    """Two sentences split by a second of silence: each gets its streaming partials
+    (2pass-online), then its whole audio decoded again (2pass-offline); only the last
+    message is final; the sentences together are every byte sent."""
+    first, gap, second = loud(1.5, 1), quiet(1.0), loud(1.2, 2)
+    pcm = first + gap + second
+    with client.websocket_connect("/") as ws:
+        send(ws, [config(mode="2pass"), *random_frames(random.Random(3), pcm, 1920), END])
+        messages = receive_until_is_final(ws)
+    modes = [m["mode"] for m in messages]
+    offline = [m for m in messages if m["mode"] == "2pass-offline"]
+    assert len(offline) == 2
+    assert set(modes) == {"2pass-online", "2pass-offline"}
+    # Partials of sentence one, its offline pass, partials of sentence two, its offline pass.
+    first_offline = modes.index("2pass-offline")
+    assert modes[0] == "2pass-online"
+    assert "2pass-online" in modes[first_offline + 1 :]
+    assert modes[-1] == "2pass-offline"
+    assert [m["is_final"] for m in messages] == [False] * (len(messages) - 1) + [True]
+    # The checksum engine's texts: "<samples>:<crc32>" of each sentence's audio.
+    cut = int(str(offline[0]["text"]).split(":")[0]) * 2
+    assert offline[0]["text"] == checksum(pcm[:cut])
+    assert offline[1]["text"] == checksum(pcm[cut:])
+    assert len(first) <= cut <= len(first) + len(gap)  # the end lies in the silence
+
+
+def test_2pass_is_the_default_mode_and_ends_a_sentence_at_the_end(client: TestClient) -> None:
+    pcm = loud(0.8, 4)
+    with client.websocket_connect("/") as ws:
+        send(ws, [json.dumps({"is_speaking": True}), pcm, END])
+        messages = receive_until_is_final(ws)
+        # The connection serves the next utterance as usual.
+        send(ws, [config(mode="online", chunk_size=[0, 10, 5]), pcm, END])
+        online = receive_until_final(ws)
+    assert messages[-1]["mode"] == "2pass-offline"
+    assert messages[-1]["text"] == checksum(pcm)
+    assert online[-1]["text"] == checksum(pcm)
