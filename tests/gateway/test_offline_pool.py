@@ -14,6 +14,7 @@ import soundfile
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
+from gateway.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, checksum, config
@@ -103,3 +104,29 @@ def test_settings_from_env_build_the_offline_pool() -> None:
     assert settings.offline_pool.devices == ("cpu", "cpu")
     assert settings.offline_pool.batch_wait_s == 0.05
     assert GatewaySettings.from_env({}).offline_pool is None
+
+
+def test_2pass_sentences_are_decoded_by_the_offline_model(
+    client: TestClient, tiny_offline_model: Path
+) -> None:
+    rng = np.random.default_rng(7)
+    loud = rng.integers(-12000, 12000, 20000, dtype=np.int16)
+    pcm = (np.concatenate([loud, np.zeros(16000, np.int16), loud[::-1]])).astype("<i2").tobytes()
+    cuts = EnergyEndpointer(EndpointSettings()).push(pcm)  # what the session will find
+    sentences = [pcm[: cuts[0]], pcm[cuts[0] :]]
+    model = load_automodel(str(tiny_offline_model), "cpu", 1)
+    expected = [
+        model.generate(input=to_float(np.frombuffer(s, "<i2")), disable_pbar=True)[0]["text"]
+        for s in sentences
+    ]
+    with client.websocket_connect("/") as ws:
+        ws.send_text(config(mode="2pass"))
+        for start in range(0, len(pcm), 1920):
+            ws.send_bytes(pcm[start : start + 1920])
+        ws.send_text(END)
+        messages: list[dict[str, object]] = []
+        while not messages or not messages[-1]["is_final"]:
+            messages.append(ws.receive_json())
+    offline = [m["text"] for m in messages if m["mode"] == "2pass-offline"]
+    assert len(cuts) == 1
+    assert offline == expected
