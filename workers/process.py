@@ -73,7 +73,11 @@ def worker_main(
 ) -> None:
     """Entry point of a spawned worker."""
     # Ctrl-C reaches the whole process group; the parent stops us in order instead.
+    # So does SIGTERM from a process manager that signals the whole group (systemd's
+    # default KillMode): dying here would fail the sessions the drain lets finish. A
+    # worker whose parent is gone still exits: its command pipe reads EOF.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     started = time.monotonic()
     try:
         engine = load_engine(spec)

@@ -133,7 +133,10 @@ async def test_twenty_concurrent_sessions_get_every_checksum_right(tmp_path: Pat
     assert not leftover_segments(server.pid)
 
 
-async def test_sigterm_lets_live_sessions_finish_then_exits_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("whole_group", [False, True], ids=["server", "process-group"])
+async def test_sigterm_lets_live_sessions_finish_then_exits_0(
+    tmp_path: Path, whole_group: bool
+) -> None:
     env = {**CHECKSUM_ENV, "ASR_DRAIN_TIMEOUT": "4"}
     rng = random.Random(5)
     pcms = [rng.randbytes(2 * 30_000) for _ in range(4)]
@@ -155,7 +158,10 @@ async def test_sigterm_lets_live_sessions_finish_then_exits_0(tmp_path: Path) ->
                     firsts.append(json.loads(await ws.recv()))
                 async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
                     workers = (await http.get("/readyz")).json()["workers"]
-                server.terminate()
+                if whole_group:  # the workers get it too, and must not die of it
+                    server.terminate_group()
+                else:
+                    server.terminate()
                 # A session between utterances is closed as soon as the drain starts ...
                 await expect_close(idle, 1012)
                 # ... the server says it is not ready, and refuses new sessions.

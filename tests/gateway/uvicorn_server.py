@@ -52,6 +52,10 @@ class Server:
         """Send SIGTERM, as a process manager would; ``wait`` for the exit."""
         self.process.send_signal(signal.SIGTERM)
 
+    def terminate_group(self) -> None:
+        """SIGTERM to the server and its workers at once, as systemd does by default."""
+        os.killpg(self.process.pid, signal.SIGTERM)
+
     async def wait(self, timeout: float = STOP_TIMEOUT_S) -> int:
         with anyio.fail_after(timeout):
             return await self.process.wait()
