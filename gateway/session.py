@@ -263,18 +263,39 @@ class Session:
                             utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
                     case AudioReceived(pcm=pcm):
                         assert utterance is not None, "the parser lets no audio before a config"
-                        if utterance.cutter is not None and utterance.stream is not None:
-                            for chunk in utterance.cutter.push(pcm):
-                                await utterance.stream.send(chunk)
-                        if utterance.config.mode != "online":
-                            utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
                         if utterance.endpointer is not None:
-                            for offset in utterance.endpointer.push(pcm):
-                                await self._end_sentence(utterance, offset, last=False)
+                            await self._two_pass_audio(utterance, pcm)
+                            continue
+                        await self._stream_audio(utterance, pcm)
+                        if utterance.config.mode == "offline":
+                            utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
                     case EndOfUtterance():
                         assert utterance is not None, "the parser lets no end before a config"
                         await self._finish(utterance)
                         utterance = None
+
+    @staticmethod
+    async def _stream_audio(utterance: _Utterance, pcm: bytes) -> None:
+        if utterance.cutter is not None and utterance.stream is not None:
+            for chunk in utterance.cutter.push(pcm):
+                await utterance.stream.send(chunk)
+
+    async def _two_pass_audio(self, utterance: _Utterance, pcm: bytes) -> None:
+        """Split ``pcm`` at the sentence ends the endpointer finds in it: each sentence's
+        bytes go to its own streaming pass and its own offline pass, none to both."""
+        assert utterance.endpointer is not None
+        start = 0
+        for offset in utterance.endpointer.push(pcm):
+            # ``offset`` counts from the sentence's start; ``buffer`` holds its earlier bytes.
+            take = offset - len(utterance.buffer)
+            piece = pcm[start : start + take]
+            await self._stream_audio(utterance, piece)
+            utterance.buffer += piece
+            start += take
+            await self._end_sentence(utterance, last=False)
+        rest = pcm[start:]
+        await self._stream_audio(utterance, rest)
+        utterance.buffer += rest  # bounded by ASR_MAX_SESSION_SECONDS
 
     def _pool_for(self, config: SessionConfig) -> WorkerPool:
         """`offline` utterances go to the offline model when one is configured."""
@@ -298,7 +319,7 @@ class Session:
     async def _finish(self, utterance: _Utterance) -> None:
         config = utterance.config
         if config.mode == "2pass":
-            await self._end_sentence(utterance, len(utterance.buffer), last=True)
+            await self._end_sentence(utterance, last=True)
             return
         if utterance.cutter is not None and utterance.stream is not None:
             await utterance.stream.finish(utterance.cutter.flush())
@@ -308,15 +329,14 @@ class Session:
         audio, utterance.buffer = utterance.buffer, bytearray()
         await stream.finish(audio)
 
-    async def _end_sentence(self, utterance: _Utterance, offset: int, last: bool) -> None:
-        """2pass: close this sentence's streaming pass, decode its audio whole (the offline
-        model when one is configured) and, unless the utterance ended, start the next
-        sentence's streaming pass from a fresh state."""
+    async def _end_sentence(self, utterance: _Utterance, last: bool) -> None:
+        """2pass: close this sentence's streaming pass, decode its audio (the buffer) whole,
+        by the offline model when one is configured, and, unless the utterance ended, start
+        the next sentence's streaming pass from a fresh state."""
         assert utterance.stream is not None
         assert utterance.cutter is not None
         await utterance.stream.finish(utterance.cutter.flush())
-        sentence = bytes(utterance.buffer[:offset])
-        del utterance.buffer[:offset]
+        sentence, utterance.buffer = bytes(utterance.buffer), bytearray()
         pool = self._offline_pool or self._pool
         stream = await self._open(utterance.config, pool, "2pass-offline", last=last)
         await stream.finish(sentence)

@@ -417,6 +417,10 @@ def test_2pass_sends_partials_then_each_sentence_decoded_whole(client: TestClien
     assert offline[0]["text"] == checksum(pcm[:cut])
     assert offline[1]["text"] == checksum(pcm[cut:])
     assert len(first) <= cut <= len(first) + len(gap)  # the end lies in the silence
+    # Each sentence's streaming pass saw exactly its bytes too: its last partial (the
+    # checksum engine's running value) is the sentence's checksum.
+    last_partials = [messages[i - 1]["text"] for i, m in enumerate(messages) if m in offline]
+    assert last_partials == [offline[0]["text"], offline[1]["text"]]
 
 
 def test_2pass_is_the_default_mode_and_ends_a_sentence_at_the_end(client: TestClient) -> None:
