@@ -17,6 +17,7 @@ from gateway.transcribe import TranscribeSettings
 from shared.messages import SAMPLE_RATE
 from shared.settings import (
     PoolSettings,
+    env_float,
     env_milliseconds,
     env_positive_float,
     env_positive_int,
@@ -103,13 +104,11 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
 
 
 def _dbfs(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a level in dBFS (e.g. -40), not {raw!r}") from None
-    if not (math.isfinite(value) and value < 0):
-        raise ValueError(f"{name} must be a negative level in dBFS, not {raw!r}")
-    return value
+    return env_float(
+        env,
+        name,
+        default,
+        what="a level in dBFS (e.g. -40)",
+        valid=lambda v: v < 0,
+        requirement="a negative level in dBFS",
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -31,48 +31,42 @@ def parse_devices(value: str) -> tuple[str, ...]:
     return devices
 
 
-def env_positive_float(env: Mapping[str, str], name: str, default: float) -> float:
-    """``env[name]`` as a positive finite number of seconds; errors name the variable."""
+def env_float(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    what: str,
+    valid: Callable[[float], bool],
+    requirement: str,
+) -> float:
+    """``env[name]`` as a finite number that ``valid`` accepts; errors name the variable.
+
+    ``what`` says what the number is ("a number of seconds"); ``requirement`` what a valid
+    one is ("a positive number of seconds").
+    """
     raw = env.get(name)
     if raw is None:
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+        raise ValueError(f"{name} must be {what}, not {raw!r}") from None
+    if not (math.isfinite(value) and valid(value)):
+        raise ValueError(f"{name} must be {requirement}, not {raw!r}")
     return value
 
 
-def env_milliseconds(
-    env: Mapping[str, str], name: str, default_ms: float, *, allow_zero: bool = False
-) -> float:
-    """``env[name]``, a number of milliseconds, in seconds; errors name the variable."""
-    raw = env.get(name)
-    if raw is None:
-        return default_ms / 1000
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of milliseconds, not {raw!r}") from None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        least = "zero or more" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a {least} number of milliseconds, not {raw!r}")
-    return value / 1000
-
-
-ChoiceT = TypeVar("ChoiceT", bound=str)
-
-
-def _choice(
-    env: Mapping[str, str], name: str, choices: tuple[ChoiceT, ...], default: ChoiceT
-) -> ChoiceT:
-    raw = env.get(name, default)
-    for choice in choices:
-        if raw == choice:
-            return choice
-    raise ValueError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+def env_positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    """``env[name]`` as a positive finite number of seconds; errors name the variable."""
+    return env_float(
+        env,
+        name,
+        default,
+        what="a number of seconds",
+        valid=lambda v: v > 0,
+        requirement="a positive number of seconds",
+    )
 
 
 def env_positive_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -87,6 +81,35 @@ def env_positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     if value < 1:
         raise ValueError(f"{name} must be at least 1, not {raw!r}")
     return value
+
+
+def env_milliseconds(
+    env: Mapping[str, str], name: str, default_ms: float, *, allow_zero: bool = False
+) -> float:
+    """``env[name]``, a number of milliseconds, in seconds; errors name the variable."""
+    least = "zero or more" if allow_zero else "positive"
+    value = env_float(
+        env,
+        name,
+        default_ms,
+        what="a number of milliseconds",
+        valid=(lambda v: v >= 0) if allow_zero else (lambda v: v > 0),
+        requirement=f"a {least} number of milliseconds",
+    )
+    return value / 1000
+
+
+ChoiceT = TypeVar("ChoiceT", bound=str)
+
+
+def _choice(
+    env: Mapping[str, str], name: str, choices: tuple[ChoiceT, ...], default: ChoiceT
+) -> ChoiceT:
+    raw = env.get(name, default)
+    for choice in choices:
+        if raw == choice:
+            return choice
+    raise ValueError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
 
 
 @dataclass(frozen=True, slots=True)
