@@ -132,3 +132,4 @@ class EngineSpec:
     threads: int = 1
     stream_idle_timeout_s: float = 300.0
     precision: str = "fp32"  # paraformer-onnx: "fp32" or "int8"
+    punc_model_dir: str | None = None  # paraformer-offline: punctuate with this CT-Transformer

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 Transport = Literal["shm", "queue"]
-PoolKind = Literal["streaming", "offline"]
+PoolKind = Literal["streaming", "offline", "vad"]
 Engine = Literal["paraformer", "paraformer-onnx"]
 Precision = Literal["fp32", "int8"]
 ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
@@ -117,7 +117,9 @@ class PoolSettings:
     """How many workers, on which devices, loading what, talking over which transport."""
 
     model: str = DEFAULT_MODEL
-    kind: PoolKind = "streaming"  # the pool of ASR_OFFLINE_MODEL is "offline"
+    kind: PoolKind = "streaming"  # ASR_OFFLINE_MODEL's pool is "offline", ASR_VAD_MODEL's "vad"
+    # Offline pools: a CT-Transformer (ASR_PUNC_MODEL) that punctuates every result.
+    punc_model: str | None = None
     devices: tuple[str, ...] = ("cpu",)
     workers_per_device: int = 1
     transport: Transport = "shm"

@@ -24,13 +24,39 @@ HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
 OFFLINE_MODEL_CLASSES = ("Paraformer",)
-ModelKind = Literal["streaming", "offline"]
+VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
+PUNC_MODEL_CLASSES = ("CTTransformer",)
+ModelKind = Literal["streaming", "offline", "vad", "punc"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    variable: str  # the setting that names such a model
+    classes: tuple[str, ...]  # the config.yaml `model:` values accepted
+    engine: str  # the worker engine serving it ("" for punctuation: the offline engine's)
+    what: str  # for messages: "is not {what}"
+
+
+KINDS: dict[ModelKind, _Kind] = {
+    "streaming": _Kind(
+        "ASR_MODEL", STREAMING_MODEL_CLASSES, "paraformer", "a streaming Paraformer"
+    ),
+    "offline": _Kind(
+        "ASR_OFFLINE_MODEL", OFFLINE_MODEL_CLASSES, "paraformer-offline", "an offline Paraformer"
+    ),
+    "vad": _Kind("ASR_VAD_MODEL", VAD_MODEL_CLASSES, "fsmn-vad", "an FSMN-VAD"),
+    "punc": _Kind("ASR_PUNC_MODEL", PUNC_MODEL_CLASSES, "", "a CT-Transformer punctuation model"),
+}
 
 # funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
 HUB_ALIASES = {
     "paraformer-zh-streaming": (
         "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-online"
     ),
+    "paraformer": "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-pytorch",
+    "fsmn-vad": "iic/speech_fsmn_vad_zh-cn-16k-common-pytorch",
+    "ct-punc": "iic/punc_ct-transformer_cn-en-common-vocab471067-large",
+    "ct-punc-c": "iic/punc_ct-transformer_zh-cn-common-vocab272727-pytorch",
 }
 
 
@@ -44,11 +70,12 @@ class ResolvedModel:
 def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> ResolvedModel:
     """Find or build the model; may take minutes for ``synthetic:large`` the first time.
 
-    ``kind`` is what the pool serves: a streaming Paraformer (``ASR_MODEL``) or an offline
-    one (``ASR_OFFLINE_MODEL``); a directory holding the other kind is refused.
+    ``kind`` is what is asked for: a streaming Paraformer (``ASR_MODEL``), an offline one
+    (``ASR_OFFLINE_MODEL``), an FSMN-VAD (``ASR_VAD_MODEL``) or a CT-Transformer
+    (``ASR_PUNC_MODEL``); a directory holding another kind of model is refused.
     """
-    variable = "ASR_MODEL" if kind == "streaming" else "ASR_OFFLINE_MODEL"
-    if model == "checksum":
+    variable = KINDS[kind].variable
+    if model == "checksum" and kind == "streaming":
         return ResolvedModel("checksum", None, "checksum (model-free)")
     if model.startswith("synthetic:"):
         size = model.removeprefix("synthetic:")
@@ -93,19 +120,16 @@ def model_class(model_dir: Path) -> str:
 
 
 def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:
-    variable = "ASR_MODEL" if kind == "streaming" else "ASR_OFFLINE_MODEL"
+    info = KINDS[kind]
     if not (path / "config.yaml").is_file():
-        raise WorkerLoadError(f"{variable}={name}: {path} has no config.yaml")
+        raise WorkerLoadError(f"{info.variable}={name}: {path} has no config.yaml")
     found = model_class(path)
-    classes = STREAMING_MODEL_CLASSES if kind == "streaming" else OFFLINE_MODEL_CLASSES
-    if found not in classes:
-        article = "a streaming" if kind == "streaming" else "an offline"
+    if found not in info.classes:
         raise WorkerLoadError(
-            f"{variable}={name}: model class {found!r} is not {article} Paraformer"
-            f" (supported: {', '.join(classes)})"
+            f"{info.variable}={name}: model class {found!r} is not {info.what}"
+            f" (supported: {', '.join(info.classes)})"
         )
-    engine = "paraformer" if kind == "streaming" else "paraformer-offline"
-    return ResolvedModel(engine, str(path), f"{name} ({found})")
+    return ResolvedModel(info.engine, str(path), f"{name} ({found})")
 
 
 def _hub_cache_candidates(model_id: str) -> list[Path]:

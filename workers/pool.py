@@ -126,6 +126,12 @@ class WorkerPool:
         self.model = await anyio.to_thread.run_sync(
             resolve_model, settings.model, settings.model_cache_dir, settings.kind
         )
+        punc_model_dir = None
+        if settings.punc_model is not None:
+            punc = await anyio.to_thread.run_sync(
+                resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
+            )
+            punc_model_dir = punc.model_dir
         engine = self.model.engine
         if engine == "paraformer" and settings.engine == "paraformer-onnx":
             assert self.model.model_dir is not None
@@ -139,6 +145,7 @@ class WorkerPool:
                 threads=settings.threads_per_worker,
                 stream_idle_timeout_s=settings.stream_idle_timeout_s,
                 precision=settings.onnx_precision,
+                punc_model_dir=punc_model_dir,
             )
             for device in settings.worker_devices
         ]

@@ -5,7 +5,7 @@ have exactly the real shapes (from the reference configs) and random weights. Th
 directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``config.yaml``,
 ``model.pt``, ``tokens.json`` and ``am.mvn``.
 
-Usage: ``python -m workers.synthetic OUT_DIR --kind streaming|offline --size tiny|large``
+Usage: ``python -m workers.synthetic OUT_DIR --kind streaming|offline|vad|punc --size tiny|large``
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 import yaml
 
-ModelKind = Literal["streaming", "offline"]
+# "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
+# workers.synthetic_companions builds them.
+ModelKind = Literal["streaming", "offline", "vad", "punc"]
 ModelSize = Literal["tiny", "large"]
 
 LFR_DIM = 80 * 7
@@ -172,6 +174,13 @@ def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
 
 def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0) -> Path:
     """Write a loadable random-weight model directory; deterministic for a seed."""
+    if kind in ("vad", "punc"):
+        from workers.synthetic_companions import build_punc_dir, build_vad_dir
+
+        # The VAD has one size (0.4 M parameters): tiny and large are the same model.
+        return (
+            build_vad_dir(out_dir, seed) if kind == "vad" else build_punc_dir(out_dir, size, seed)
+        )
     # Importing funasr's model packages fills the registry tables.
     import funasr.models.paraformer.model
     import funasr.models.paraformer_streaming.model  # noqa: F401
@@ -223,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Build a random-weight FunASR Paraformer model directory.",
     )
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--kind", choices=["streaming", "offline"], default="streaming")
+    parser.add_argument(
+        "--kind", choices=["streaming", "offline", "vad", "punc"], default="streaming"
+    )
     parser.add_argument("--size", choices=["tiny", "large"], default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
 
-ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx", "paraformer-offline")
+ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx", "paraformer-offline", "fsmn-vad")
 
 
 def load_engine(spec: EngineSpec) -> Engine:
@@ -27,5 +27,9 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.paraformer_offline import ParaformerOfflineEngine
 
             return ParaformerOfflineEngine.load(spec)
+        case "fsmn-vad":
+            from workers.engines.fsmn_vad import FsmnVadEngine
+
+            return FsmnVadEngine.load(spec)
         case other:
             raise ValueError(f"unknown engine {other!r}; known: {', '.join(ENGINE_NAMES)}")

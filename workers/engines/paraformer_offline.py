@@ -4,7 +4,9 @@ A stream's audio is buffered in the worker; its final piece triggers the decode.
 utterances whose final pieces are in the same engine step are decoded together, in one
 ``generate`` call per group of similar lengths: funasr pads a batch into one forward pass
 (the worker's batch policy may hold a step open briefly so that more arrive together).
-Results before the final one carry no text; the final one carries the whole utterance's.
+Results before the final one carry no text; the final one carries the whole utterance's,
+punctuated by a CT-Transformer when the pool has one (``ASR_PUNC_MODEL``), as FunASR's
+2pass server punctuates its offline pass.
 """
 
 from __future__ import annotations
@@ -36,15 +38,20 @@ class _Utterance:
 class ParaformerOfflineEngine:
     name = "paraformer-offline"
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, punctuator: Any = None) -> None:
         self._model = model
+        self._punctuator = punctuator
         self._streams: dict[int, _Utterance] = {}
 
     @classmethod
     def load(cls, spec: EngineSpec) -> ParaformerOfflineEngine:
         if spec.model_dir is None:
             raise ValueError("the paraformer-offline engine needs a model directory")
-        return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
+        model = load_automodel(spec.model_dir, spec.device, spec.threads)
+        punctuator = None
+        if spec.punc_model_dir is not None:
+            punctuator = load_automodel(spec.punc_model_dir, spec.device, spec.threads)
+        return cls(model, punctuator)
 
     @property
     def active_streams(self) -> int:
@@ -105,7 +112,20 @@ class ParaformerOfflineEngine:
                 continue
             for i, result in zip(group, results, strict=True):
                 texts[i] = str(result.get("text", ""))
+        if self._punctuator is not None:
+            for i, text in enumerate(texts):
+                if text and errors[i] is None:
+                    texts[i], errors[i] = self._punctuate(text)
         return texts, errors
+
+    def _punctuate(self, text: str) -> tuple[str, str | None]:
+        """CT-Transformer's punctuated ``text`` (one text per call: funasr's punctuation
+        model takes no batch)."""
+        try:
+            result = self._punctuator.generate(input=text, disable_pbar=True)
+        except Exception as exc:
+            return "", f"punctuation error: {type(exc).__name__}: {exc}"
+        return str(result[0].get("text", "")), None
 
 
 LENGTH_RATIO = 1.25
