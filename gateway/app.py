@@ -17,13 +17,15 @@ import traceback
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
@@ -55,6 +57,7 @@ from workers.pool import WorkerPool, WorkerStatus
 logger = logging.getLogger(__name__)
 
 SUBPROTOCOL = "binary"  # what FunASR's clients offer
+STATIC = Path(__file__).parent / "static"  # the browser page
 
 
 class StartupError(Exception):
@@ -94,7 +97,10 @@ class Gateway:
         self._serving: _Serving | None = None
         self._router = Starlette(
             routes=[
+                # Both at "/": a WebSocketRoute matches only websocket scopes, a Route only http.
                 WebSocketRoute("/", self._websocket),
+                Route("/", self._page),
+                Mount("/static", StaticFiles(directory=STATIC), name="static"),
                 Route("/healthz", self._healthz),
                 Route("/readyz", self._readyz),
                 Route("/metrics", self._metrics),
@@ -259,6 +265,9 @@ class Gateway:
             await session.run()
 
     # -- HTTP -------------------------------------------------------------------------
+
+    async def _page(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
 
     async def _healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
