@@ -52,6 +52,8 @@ from shared.errors import (
     WorkerLoadError,
 )
 from shared.gc_tuning import latency_tuned_gc
+from shared.messages import StreamResult
+from shared.settings import PoolSettings
 from workers.pool import WorkerPool, WorkerStatus
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ class _Serving:
     clients: ClientSessions
     transcriptions: Slots
     offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
+    vad_pool: WorkerPool | None  # ASR_VAD_MODEL's, else None: the energy endpointer
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:
@@ -80,7 +83,7 @@ class _Serving:
 
     @property
     def pools(self) -> list[WorkerPool]:
-        return [self.pool] if self.offline_pool is None else [self.pool, self.offline_pool]
+        return [pool for pool in (self.pool, self.offline_pool, self.vad_pool) if pool is not None]
 
 
 class Gateway:
@@ -143,23 +146,20 @@ class Gateway:
             raise StartupError(f"invalid settings: {exc}") from None
         admission = Admission(settings.max_sessions)
         pool = WorkerPool(settings.pool, on_result=self.metrics.observe_result)
-        offline_pool = None
+        offline_pool = self._companion_pool(settings.offline_pool, "offline")
+        vad_pool = self._companion_pool(settings.vad_pool, "vad")
+        started: list[WorkerPool] = []
         try:
-            await pool.start()
-            if settings.offline_pool is not None:
-                offline_pool = WorkerPool(
-                    settings.offline_pool,
-                    on_result=lambda worker, result: self.metrics.observe_result(
-                        f"offline-{worker}", result
-                    ),
-                )
-                try:
-                    await offline_pool.start()
-                except BaseException:
-                    await pool.aclose()
-                    raise
-        except WorkerLoadError as exc:
-            raise StartupError(exc.message) from None
+            for each in (pool, offline_pool, vad_pool):
+                if each is not None:
+                    await each.start()
+                    started.append(each)
+        except BaseException as exc:
+            for each in reversed(started):
+                await each.aclose()
+            if isinstance(exc, WorkerLoadError):
+                raise StartupError(exc.message) from None
+            raise
         logger.info(
             "serving %s with the %s engine on %s (%d workers, %s transport)",
             pool.model.description if pool.model else settings.pool.model,
@@ -174,7 +174,19 @@ class Gateway:
                 offline_pool.model.description if offline_pool.model else "",
                 len(offline_pool.settings.worker_devices),
             )
-        self.metrics.watch_workers(pool.status, offline_pool.status if offline_pool else list)
+        if vad_pool is not None:
+            logger.info(
+                "2pass sentence ends: %s (%d workers)",
+                vad_pool.model.description if vad_pool.model else "",
+                len(vad_pool.settings.worker_devices),
+            )
+        self.metrics.watch_workers(
+            {
+                prefix: each.status
+                for prefix, each in (("", pool), ("offline", offline_pool), ("vad", vad_pool))
+                if each is not None
+            }
+        )
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         try:
             with gc_tuning:
@@ -182,7 +194,7 @@ class Gateway:
                     clients = ClientSessions(settings.access.max_sessions_per_client)
                     slots = Slots(settings.transcribe.concurrency)
                     self._serving = _Serving(
-                        settings, pool, admission, clients, slots, offline_pool
+                        settings, pool, admission, clients, slots, offline_pool, vad_pool
                     )
                     with SignalDrain() as signals:
                         group.start_soon(self._drain_on_signal, signals)
@@ -193,11 +205,20 @@ class Gateway:
         finally:
             admission.expire()  # sessions still open (none, under uvicorn) close with 1012
             # Last started, first stopped: each pool's task group was entered in this task.
-            if offline_pool is not None:
-                await offline_pool.aclose()
-            await pool.aclose()
-            self.metrics.watch_workers(list)
+            for each in reversed(started):
+                await each.aclose()
+            self.metrics.watch_workers({})
             self._serving = None
+
+    def _companion_pool(self, settings: PoolSettings | None, prefix: str) -> WorkerPool | None:
+        """The offline or VAD pool, if configured; its workers' metrics are ``prefix-N``."""
+        if settings is None:
+            return None
+
+        def observe(worker: int, result: StreamResult) -> None:
+            self.metrics.observe_result(f"{prefix}-{worker}", result)
+
+        return WorkerPool(settings, on_result=observe)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Stop admitting sessions (new ones get 1012, ``/readyz`` 503), let the live ones
@@ -261,6 +282,7 @@ class Gateway:
                 serving.admission,
                 self.metrics,
                 offline_pool=serving.offline_pool,
+                vad_pool=serving.vad_pool,
             )
             await session.run()
 
@@ -287,10 +309,9 @@ class Gateway:
             },
             "workers": [_worker_json(worker) for worker in serving.pool.status()],
         }
-        if serving.offline_pool is not None:
-            body["offline_workers"] = [
-                _worker_json(worker) for worker in serving.offline_pool.status()
-            ]
+        for name, companion in (("offline", serving.offline_pool), ("vad", serving.vad_pool)):
+            if companion is not None:
+                body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
         return JSONResponse(body, 200 if ready else 503)
 
     async def _transcribe(self, request: Request) -> Response:

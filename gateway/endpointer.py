@@ -23,6 +23,10 @@ class EndpointSettings:
     silence_ms: int = 800
     min_speech_ms: int = 300
     energy_dbfs: float = -40.0
+    # The offline pass of a sentence starts this long before its detected speech start
+    # (energy endpointer: the first speech frame; FSMN-VAD: its start point, which looks
+    # back 200 ms itself); the silence before that is decoded by the streaming pass only.
+    preroll_ms: int = 300
 
     @property
     def threshold(self) -> float:
@@ -30,9 +34,18 @@ class EndpointSettings:
         return 32768.0 * math.pow(10.0, self.energy_dbfs / 20.0)
 
 
+@dataclass(frozen=True, slots=True)
+class SentenceEnd:
+    """Where a sentence ended (``offset``) and where its speech began (``speech_start``,
+    None if no frame was loud enough), in bytes from the sentence's start."""
+
+    offset: int
+    speech_start: int | None
+
+
 class EnergyEndpointer:
-    """Feed PCM as it arrives; ``push`` returns the byte offsets, counted from the start of
-    the current sentence, where sentences ended."""
+    """Feed PCM as it arrives; ``push`` returns the sentences that ended in it, each
+    counted from the end of the one before."""
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._settings = settings
@@ -40,10 +53,11 @@ class EnergyEndpointer:
         self._consumed = 0  # bytes of the sentence already framed
         self._speech_ms = 0
         self._silence_ms = 0
+        self._speech_start: int | None = None
 
-    def push(self, pcm: bytes) -> list[int]:
+    def push(self, pcm: bytes) -> list[SentenceEnd]:
         self._pending += pcm
-        ends: list[int] = []
+        ends: list[SentenceEnd] = []
         whole = len(self._pending) // FRAME_BYTES * FRAME_BYTES
         if not whole:
             return ends
@@ -53,6 +67,8 @@ class EnergyEndpointer:
         for level in levels:
             self._consumed += FRAME_BYTES
             if level > self._settings.threshold:
+                if self._speech_start is None:
+                    self._speech_start = self._consumed - FRAME_BYTES
                 self._speech_ms += 30
                 self._silence_ms = 0
                 continue
@@ -61,8 +77,14 @@ class EnergyEndpointer:
                 self._speech_ms >= self._settings.min_speech_ms
                 and self._silence_ms >= self._settings.silence_ms
             ):
-                ends.append(self._consumed)
+                ends.append(SentenceEnd(self._consumed, self._speech_start))
                 self._consumed = 0  # offsets of later ends count from this one
                 self._speech_ms = 0
                 self._silence_ms = 0
+                self._speech_start = None
         return ends
+
+    @property
+    def speech_start(self) -> int | None:
+        """Where the current (unfinished) sentence's first speech frame starts."""
+        return self._speech_start

@@ -8,7 +8,7 @@ Prometheus prefers), labelled by worker. Worker state is read from the pool at s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -24,14 +24,15 @@ DURATION_BUCKETS = (
 )  # fmt: skip
 
 StatusSource = Callable[[], Sequence[WorkerStatus]]
+# Each pool's status, by the prefix of its workers' labels ("" for the streaming pool).
+PoolSources = Callable[[], Mapping[str, StatusSource]]
 
 
 class WorkerCollector(Collector):
-    """Per-worker gauges and the restart counter, read from the pool's status on scrape."""
+    """Per-worker gauges and the restart counter, read from the pools' status on scrape."""
 
-    def __init__(self, status: StatusSource, offline: StatusSource) -> None:
-        self._status = status
-        self._offline = offline
+    def __init__(self, pools: PoolSources) -> None:
+        self._pools = pools
 
     def collect(self) -> Iterable[Metric]:
         labels = ["worker", "device"]
@@ -44,8 +45,11 @@ class WorkerCollector(Collector):
         restarts = CounterMetricFamily(
             "asr_worker_restarts", "Times the worker died and was replaced", labels=labels
         )
-        workers = [(str(w.index), w) for w in self._status()]
-        workers += [(f"offline-{w.index}", w) for w in self._offline()]
+        workers = [
+            (f"{prefix}-{w.index}" if prefix else str(w.index), w)
+            for prefix, status in self._pools().items()
+            for w in status()
+        ]
         for label, worker in workers:
             values = [label, worker.device]
             ready.add_metric(values, 1.0 if worker.state == "ready" else 0.0)
@@ -59,8 +63,7 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._status: StatusSource = list
-        self._offline_status: StatusSource = list
+        self._pools: Mapping[str, StatusSource] = {}
         registry = self.registry
         self.sessions_active = Gauge(
             "asr_sessions_active", "WebSocket sessions being served", registry=registry
@@ -112,13 +115,13 @@ class GatewayMetrics:
             buckets=BATCH_BUCKETS,
             registry=registry,
         )
-        registry.register(WorkerCollector(lambda: self._status(), lambda: self._offline_status()))
+        registry.register(WorkerCollector(lambda: self._pools))
 
-    def watch_workers(self, status: StatusSource, offline: StatusSource = list) -> None:
-        """Read worker state from the pools' ``status`` at each scrape; the offline pool's
-        workers are labelled ``offline-N``."""
-        self._status = status
-        self._offline_status = offline
+    def watch_workers(self, pools: Mapping[str, StatusSource]) -> None:
+        """Read worker state from the pools' ``status`` at each scrape. ``pools`` maps a
+        label prefix to a pool: ``{"": streaming, "offline": ..., "vad": ...}`` labels their
+        workers ``N``, ``offline-N`` and ``vad-N``."""
+        self._pools = pools
 
     def observe_result(self, worker: int | str, result: StreamResult) -> None:
         label = str(worker)

@@ -6,6 +6,10 @@
     forwarder: [events] -> ChunkCutter -> pool stream (one per utterance) -> [utterances, bounded]
     writer:    [utterances] -> each stream's results, in order -> ws text frames
 
+In 2pass, the forwarder also finds sentence ends: with the FSMN-VAD pool when there is
+one (each piece goes to a VAD stream, whose answer the forwarder waits for before the
+next piece), else with the energy endpointer.
+
 Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
 events stream, which stops the reader, which leaves frames unread in uvicorn, which stops
 reading the socket, and TCP pushes back on the client. A slow client makes the writer wait,
@@ -43,8 +47,9 @@ from gateway.protocol import (
 )
 from gateway.results import error_message, result_message
 from gateway.settings import GatewaySettings
+from gateway.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError, ProtocolError, ShuttingDownError, WorkerError
-from shared.messages import StreamResult
+from shared.messages import SAMPLE_RATE, StreamResult
 from workers.pool import WorkerPool
 from workers.stream import AudioStream
 
@@ -68,7 +73,11 @@ class _Utterance:
     stream: AudioStream | None = None  # online, 2pass: opened at the config; offline: at the end
     cutter: ChunkCutter | None = None
     buffer: bytearray = field(default_factory=bytearray)  # offline: all; 2pass: this sentence
-    endpointer: EnergyEndpointer | None = None  # 2pass only
+    # 2pass only: where sentences end, from the VAD pool or else from the endpointer.
+    vad: AudioStream | None = None
+    endpointer: EnergyEndpointer | None = None
+    sentence_origin: int = 0  # 2pass: bytes of the utterance before this sentence
+    speech_start: int | None = None  # VAD: where this sentence's speech began (utterance)
 
 
 Role = Literal["online", "offline", "2pass-online", "2pass-offline"]
@@ -125,10 +134,12 @@ class Session:
         metrics: GatewayMetrics,
         *,
         offline_pool: WorkerPool | None = None,
+        vad_pool: WorkerPool | None = None,
     ) -> None:
         self._websocket = websocket
         self._pool = pool
         self._offline_pool = offline_pool
+        self._vad_pool = vad_pool
         self._settings = settings
         self._admission = admission
         self._metrics = metrics
@@ -260,9 +271,16 @@ class Session:
                             await self._open_streaming(utterance, "online")
                         elif config.mode == "2pass":
                             await self._open_streaming(utterance, "2pass-online")
-                            utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
+                            if self._vad_pool is not None:
+                                utterance.vad = self._vad_pool.open_stream(config.stream_options())
+                                self._streams.add(utterance.vad)
+                            else:
+                                utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
                     case AudioReceived(pcm=pcm):
                         assert utterance is not None, "the parser lets no audio before a config"
+                        if utterance.vad is not None:
+                            await self._two_pass_vad_audio(utterance, pcm)
+                            continue
                         if utterance.endpointer is not None:
                             await self._two_pass_audio(utterance, pcm)
                             continue
@@ -285,17 +303,44 @@ class Session:
         bytes go to its own streaming pass and its own offline pass, none to both."""
         assert utterance.endpointer is not None
         start = 0
-        for offset in utterance.endpointer.push(pcm):
-            # ``offset`` counts from the sentence's start; ``buffer`` holds its earlier bytes.
-            take = offset - len(utterance.buffer)
+        for end in utterance.endpointer.push(pcm):
+            # ``end`` counts from the sentence's start; ``buffer`` holds its earlier bytes.
+            take = end.offset - len(utterance.buffer)
             piece = pcm[start : start + take]
             await self._stream_audio(utterance, piece)
             utterance.buffer += piece
             start += take
-            await self._end_sentence(utterance, last=False)
+            await self._end_sentence(utterance, last=False, speech_start=end.speech_start)
         rest = pcm[start:]
         await self._stream_audio(utterance, rest)
         utterance.buffer += rest  # bounded by ASR_MAX_SESSION_SECONDS
+
+    async def _two_pass_vad_audio(self, utterance: _Utterance, pcm: bytes) -> None:
+        """Send ``pcm`` to the VAD and the streaming pass piece by piece; a sentence ends
+        after the piece in which the VAD saw its end (``gateway/vad.py``)."""
+        vad = utterance.vad
+        assert vad is not None
+        for start in range(0, len(pcm), VAD_PIECE_BYTES):
+            piece = pcm[start : start + VAD_PIECE_BYTES]
+            await vad.send(piece)
+            await self._stream_audio(utterance, piece)  # meanwhile, the VAD works
+            utterance.buffer += piece
+            for event in vad_events((await vad.receive()).text):
+                match event:
+                    case SpeechStarted(at_byte=at):
+                        utterance.speech_start = at
+                    case SpeechEnded() if utterance.buffer:
+                        await self._end_sentence(
+                            utterance, last=False, speech_start=self._vad_speech_start(utterance)
+                        )
+                        utterance.speech_start = None
+
+    @staticmethod
+    def _vad_speech_start(utterance: _Utterance) -> int | None:
+        """The VAD's speech start of this sentence, counted from the sentence's start."""
+        if utterance.speech_start is None:
+            return None
+        return max(0, utterance.speech_start - utterance.sentence_origin)
 
     def _pool_for(self, config: SessionConfig) -> WorkerPool:
         """`offline` utterances go to the offline model when one is configured."""
@@ -319,7 +364,14 @@ class Session:
     async def _finish(self, utterance: _Utterance) -> None:
         config = utterance.config
         if config.mode == "2pass":
-            await self._end_sentence(utterance, last=True)
+            if utterance.vad is not None:
+                speech_start = self._vad_speech_start(utterance)
+                await utterance.vad.aclose()  # its last answers are of no use now
+                self._streams.discard(utterance.vad)
+            else:
+                assert utterance.endpointer is not None
+                speech_start = utterance.endpointer.speech_start
+            await self._end_sentence(utterance, last=True, speech_start=speech_start)
             return
         if utterance.cutter is not None and utterance.stream is not None:
             await utterance.stream.finish(utterance.cutter.flush())
@@ -329,17 +381,29 @@ class Session:
         audio, utterance.buffer = utterance.buffer, bytearray()
         await stream.finish(audio)
 
-    async def _end_sentence(self, utterance: _Utterance, last: bool) -> None:
+    async def _end_sentence(
+        self, utterance: _Utterance, last: bool, speech_start: int | None
+    ) -> None:
         """2pass: close this sentence's streaming pass, decode its audio (the buffer) whole,
         by the offline model when one is configured, and, unless the utterance ended, start
-        the next sentence's streaming pass from a fresh state."""
+        the next sentence's streaming pass from a fresh state.
+
+        The offline pass starts ``preroll_ms`` before ``speech_start`` (bytes from the
+        sentence's start; None: no speech was detected, so all of it): a long silence
+        before the speech would only cost decoding time, as in FunASR's 2pass.
+        """
         assert utterance.stream is not None
         assert utterance.cutter is not None
         await utterance.stream.finish(utterance.cutter.flush())
         sentence, utterance.buffer = bytes(utterance.buffer), bytearray()
+        utterance.sentence_origin += len(sentence)
+        skip = 0
+        if speech_start is not None:
+            preroll = self._settings.endpoint.preroll_ms * SAMPLE_RATE // 1000 * 2
+            skip = min(max(0, speech_start - preroll), len(sentence)) // 2 * 2
         pool = self._offline_pool or self._pool
         stream = await self._open(utterance.config, pool, "2pass-offline", last=last)
-        await stream.finish(sentence)
+        await stream.finish(sentence[skip:])
         if not last:
             await self._open_streaming(utterance, "2pass-online")
 

@@ -35,6 +35,9 @@ class GatewaySettings:
     # A second pool with the offline Paraformer (ASR_OFFLINE_MODEL): it decodes the
     # WebSocket `offline` mode and /v1/transcribe. None: the streaming pool does.
     offline_pool: PoolSettings | None = None
+    # A pool with FunASR's FSMN-VAD (ASR_VAD_MODEL): 2pass sentence ends. None: the
+    # energy endpointer (``endpoint``) finds them.
+    vad_pool: PoolSettings | None = None
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
     max_sessions: int = 64
     max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
@@ -66,10 +69,14 @@ class GatewaySettings:
             access=AccessSettings.from_env(env),
             transcribe=TranscribeSettings.from_env(env),
             offline_pool=_offline_pool(env, pool),
+            vad_pool=_vad_pool(env, pool),
             endpoint=EndpointSettings(
                 silence_ms=env_positive_int(env, "ASR_ENDPOINT_SILENCE_MS", 800),
                 min_speech_ms=env_positive_int(env, "ASR_ENDPOINT_MIN_SPEECH_MS", 300),
                 energy_dbfs=_dbfs(env, "ASR_ENDPOINT_ENERGY_DBFS", -40.0),
+                preroll_ms=round(
+                    env_milliseconds(env, "ASR_SENTENCE_PREROLL_MS", 300.0, allow_zero=True) * 1000
+                ),
             ),
             max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
             max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
@@ -88,18 +95,42 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
     streaming pool's devices), holding steps ``ASR_OFFLINE_BATCH_WAIT_MS`` (50) for more
     utterances to decode together; the rest as the streaming pool."""
     model = env.get("ASR_OFFLINE_MODEL", "").strip()
+    punc_model = env.get("ASR_PUNC_MODEL", "").strip() or None
     if not model:
+        if punc_model:
+            raise ValueError(
+                "ASR_PUNC_MODEL punctuates the offline model's results: set ASR_OFFLINE_MODEL"
+            )
         return None
     devices = env.get("ASR_OFFLINE_DEVICES", "").strip()
     return replace(
         pool,
         model=model,
         kind="offline",
+        punc_model=punc_model,
         engine="paraformer",
         devices=parse_devices(devices) if devices else pool.devices,
         batch_wait_s=env_milliseconds(env, "ASR_OFFLINE_BATCH_WAIT_MS", 50.0, allow_zero=True),
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
         chunk_deadline_s=60.0,
+    )
+
+
+def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
+    """The VAD pool: ``ASR_VAD_MODEL`` on ``ASR_VAD_DEVICES`` (default: one CPU worker;
+    the FSMN-VAD takes ~2 ms per 60 ms of audio on one core)."""
+    model = env.get("ASR_VAD_MODEL", "").strip()
+    if not model:
+        return None
+    devices = env.get("ASR_VAD_DEVICES", "").strip()
+    return replace(
+        pool,
+        model=model,
+        kind="vad",
+        engine="paraformer",  # the pool's model decides: fsmn-vad
+        devices=parse_devices(devices) if devices else ("cpu",),
+        workers_per_device=1,
+        batch_wait_s=0.0,
     )
 
 

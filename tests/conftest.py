@@ -30,3 +30,15 @@ def tiny_streaming_model(model_cache: Path) -> Path:
 def tiny_offline_model(model_cache: Path) -> Path:
     """The tiny random-weight offline Paraformer, built once per session."""
     return ensure_synthetic(model_cache, "offline", "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_vad_model(model_cache: Path) -> Path:
+    """The random-weight FSMN-VAD (real size, 0.4 M parameters; energy-thresholded)."""
+    return ensure_synthetic(model_cache, "vad", "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_punc_model(model_cache: Path) -> Path:
+    """The tiny random-weight CT-Transformer punctuation model."""
+    return ensure_synthetic(model_cache, "punc", "tiny")

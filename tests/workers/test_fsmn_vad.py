@@ -1,0 +1,107 @@
+"""The FSMN-VAD engine and the synthetic VAD / punctuation models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.errors import WorkerLoadError
+from shared.messages import EngineSpec, StreamOptions
+from workers.engines import load_engine
+from workers.engines.base import ChunkItem
+from workers.engines.paraformer import load_automodel, to_float
+from workers.models import model_class, resolve_model
+
+pytestmark = pytest.mark.slow
+SENTENCE_ENDS = "\u3002\uff1f"  # full-width full stop and question mark
+
+
+def spoken(seed: int, *parts: tuple[str, float]) -> np.ndarray:
+    """Tone-and-noise "speech" and near-silence, in the given order and lengths."""
+    rng = np.random.default_rng(seed)
+    pieces = []
+    for kind, seconds in parts:
+        n = int(seconds * 16000)
+        if kind == "speech":
+            t = np.arange(n) / 16000
+            pieces.append(9000 * np.sin(2 * np.pi * 220 * t) + 1500 * rng.standard_normal(n))
+        else:
+            pieces.append(30 * rng.standard_normal(n))
+    return np.concatenate(pieces).astype(np.int16)
+
+
+AUDIO_PARTS = (("quiet", 0.5), ("speech", 1.5), ("quiet", 1.2), ("speech", 1.0), ("quiet", 1.0))
+
+
+def test_the_engine_reports_what_funasr_reports_piece_by_piece(tiny_vad_model: Path) -> None:
+    audio = spoken(0, *AUDIO_PARTS)
+    engine = load_engine(EngineSpec(engine="fsmn-vad", model_dir=str(tiny_vad_model)))
+    engine.open_stream(1, StreamOptions())
+    reference = load_automodel(str(tiny_vad_model), "cpu", 1)
+    cache: dict[str, object] = {}
+    step = 3200
+    ours, theirs = [], []
+    for seq, start in enumerate(range(0, len(audio), step)):
+        piece = audio[start : start + step]
+        (output,) = engine.feed([ChunkItem(1, seq, piece, False)])
+        ours.append(json.loads(output.text))
+        expected = reference.generate(
+            input=to_float(piece),
+            cache=cache,
+            is_final=False,
+            chunk_size=60,
+            max_end_silence_time=800,
+            disable_pbar=True,
+        )
+        theirs.append(expected[0]["value"])
+    assert ours == theirs
+    events = [segment for piece in ours for segment in piece]
+    # The synthetic VAD hears both sentences: two starts, two ends, in the silences.
+    starts = [beg for beg, _ in events if beg != -1]
+    ends = [end for _, end in events if end != -1]
+    assert len(starts) == 2, events
+    assert len(ends) == 2, events
+    # Speech at 0.5-2.0 s and 3.2-4.2 s; starts look back 200 ms, ends look ahead 100 ms.
+    assert 0 < starts[0] <= 500, events
+    assert 2000 < ends[0] < 3200, events
+    assert 2700 < starts[1] <= 3200, events
+    assert ends[1] > 4200, events
+
+
+def test_a_final_piece_frees_the_stream_and_unknown_streams_fail(tiny_vad_model: Path) -> None:
+    engine = load_engine(EngineSpec(engine="fsmn-vad", model_dir=str(tiny_vad_model)))
+    engine.open_stream(1, StreamOptions())
+    audio = spoken(1, ("speech", 0.5))
+    (output,) = engine.feed([ChunkItem(1, 0, audio, True)])
+    assert output.final
+    assert output.error is None
+    assert engine.active_streams == 0
+    (unknown,) = engine.feed([ChunkItem(1, 1, audio, False)])
+    assert unknown.error is not None
+
+
+def test_synthetic_companions_have_the_real_model_classes(
+    tiny_vad_model: Path, tiny_punc_model: Path
+) -> None:
+    assert model_class(tiny_vad_model) == "FsmnVADStreaming"
+    assert model_class(tiny_punc_model) == "CTTransformer"
+    punctuated = load_automodel(str(tiny_punc_model), "cpu", 1).generate(
+        input="一丁七万丈三上下不与丐丑专且丕世丘丙业丛东丝丞丢两严丧丨个丫丬中", disable_pbar=True
+    )[0]["text"]
+    assert punctuated[-1] in SENTENCE_ENDS  # funasr closes a text with one of these
+    assert "<unk>" not in punctuated
+
+
+def test_each_kind_refuses_a_model_of_another_kind(
+    tiny_vad_model: Path, tiny_punc_model: Path, model_cache: Path
+) -> None:
+    with pytest.raises(WorkerLoadError, match=r"ASR_VAD_MODEL=.*not an FSMN-VAD"):
+        resolve_model(str(tiny_punc_model), str(model_cache), "vad")
+    with pytest.raises(WorkerLoadError, match=r"ASR_MODEL=.*not a streaming Paraformer"):
+        resolve_model(str(tiny_vad_model), str(model_cache), "streaming")
+    with pytest.raises(WorkerLoadError, match=r"ASR_PUNC_MODEL=.*not a CT-Transformer"):
+        resolve_model(str(tiny_vad_model), str(model_cache), "punc")
+    assert resolve_model(str(tiny_vad_model), str(model_cache), "vad").engine == "fsmn-vad"
