@@ -41,6 +41,8 @@ def vad_events(text: str) -> list[VadEvent]:
     """The events in one VAD result's text, in the order they happened."""
     try:
         segments = json.loads(text)
+        if not isinstance(segments, list):
+            raise TypeError("not a list of segments")
         events: list[VadEvent] = []
         for beg, end in segments:
             if beg != -1:

@@ -434,3 +434,16 @@ def test_2pass_is_the_default_mode_and_ends_a_sentence_at_the_end(client: TestCl
     assert messages[-1]["mode"] == "2pass-offline"
     assert messages[-1]["text"] == checksum(pcm)
     assert online[-1]["text"] == checksum(pcm)
+
+
+def test_2pass_offline_pass_starts_a_preroll_before_the_speech(client: TestClient) -> None:
+    """A sentence with a long silence before its speech: the streaming pass hears it all,
+    the offline pass from ASR_SENTENCE_PREROLL_MS (300 ms) before the first loud frame."""
+    lead, speech = quiet(1.5), loud(0.9, 5)
+    pcm = lead + speech
+    with client.websocket_connect("/") as ws:
+        send(ws, [config(mode="2pass"), *random_frames(random.Random(4), pcm, 1920), END])
+        messages = receive_until_is_final(ws)
+    *partials, offline = messages
+    assert partials[-1]["text"] == checksum(pcm)
+    assert offline["text"] == checksum(pcm[len(lead) - 300 * 32 :])

@@ -147,7 +147,7 @@ def test_online_sessions_do_not_use_the_vad(vad_client: TestClient) -> None:
         ws.send_text(config(mode="online"))
         ws.send_bytes(pcm)
         ws.send_text(END)
-        messages = []
+        messages: list[dict[str, Any]] = []
         while not messages or not messages[-1]["is_final"]:
             messages.append(ws.receive_json())
     assert messages[-1]["text"] == checksum(pcm)
