@@ -345,20 +345,21 @@ class Gateway:
             raise TranscribeError(413, "the audio is larger than ASR_TRANSCRIBE_MAX_BYTES")
         samples = await anyio.to_thread.run_sync(decode_wav, data, settings.max_session_s)
         try:
-            text = await serving.whole_utterance_pool.transcribe(samples)
+            transcript = await serving.whole_utterance_pool.transcribe_with_times(samples)
         except GatewayError as error:
             raise refusal_for(error) from None
         self.metrics.transcriptions.labels("200").inc()
         decoder = serving.whole_utterance_pool
-        return JSONResponse(
-            {
-                "text": text,
-                "duration_s": duration_s(samples),
-                "source": source,
-                "model": decoder.model.description if decoder.model else "",
-                "engine": decoder.engine,
-            }
-        )
+        body: dict[str, object] = {
+            "text": transcript.text,
+            "duration_s": duration_s(samples),
+            "source": source,
+            "model": decoder.model.description if decoder.model else "",
+            "engine": decoder.engine,
+        }
+        if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]
+            body["timestamps"] = [list(pair) for pair in transcript.timestamps]
+        return JSONResponse(body)
 
     async def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -21,6 +21,7 @@ The first task to fail decides how the session ends: an error frame and its clos
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -93,6 +94,7 @@ class _Opened:
     role: Role
     last: bool  # the utterance's last stream: its result carries is_final, and ends it
     text_is_delta: bool
+    offset_ms: int = 0  # where the stream's audio starts in the utterance (its timestamps)
 
 
 def close_reason(message: str) -> str:
@@ -120,6 +122,13 @@ def timing_fields(result: StreamResult, worker: int) -> dict[str, object]:
         "batch_size": result.batch_size,
         "worker": worker,
     }
+
+
+def timestamp_field(timestamps: tuple[tuple[int, int], ...], offset_ms: int) -> str:
+    """FunASR's ``timestamp``: ``"[[start,end],...]"`` in ms from the utterance's start
+    (a 2pass sentence's times are its model's plus where its audio began)."""
+    shifted = [[start + offset_ms, end + offset_ms] for start, end in timestamps]
+    return json.dumps(shifted, separators=(",", ":"))
 
 
 class Session:
@@ -349,11 +358,12 @@ class Session:
         return self._pool
 
     async def _open(
-        self, config: SessionConfig, pool: WorkerPool, role: Role, last: bool
+        self, config: SessionConfig, pool: WorkerPool, role: Role, last: bool, offset_ms: int = 0
     ) -> AudioStream:
         stream = pool.open_stream(config.stream_options())
         self._streams.add(stream)
-        await self._opened_in.send(_Opened(config, stream, role, last, pool.text_is_delta))
+        opened = _Opened(config, stream, role, last, pool.text_is_delta, offset_ms)
+        await self._opened_in.send(opened)
         return stream
 
     async def _open_streaming(self, utterance: _Utterance, role: Role) -> None:
@@ -396,13 +406,14 @@ class Session:
         assert utterance.cutter is not None
         await utterance.stream.finish(utterance.cutter.flush())
         sentence, utterance.buffer = bytes(utterance.buffer), bytearray()
-        utterance.sentence_origin += len(sentence)
         skip = 0
         if speech_start is not None:
             preroll = self._settings.endpoint.preroll_ms * SAMPLE_RATE // 1000 * 2
             skip = min(max(0, speech_start - preroll), len(sentence)) // 2 * 2
+        offset_ms = (utterance.sentence_origin + skip) * 1000 // (SAMPLE_RATE * 2)
+        utterance.sentence_origin += len(sentence)
         pool = self._offline_pool or self._pool
-        stream = await self._open(utterance.config, pool, "2pass-offline", last=last)
+        stream = await self._open(utterance.config, pool, "2pass-offline", last, offset_ms)
         await stream.finish(sentence[skip:])
         if not last:
             await self._open_streaming(utterance, "2pass-online")
@@ -458,6 +469,8 @@ class Session:
                 extra = timing_fields(result, worker)
                 # The sums over the utterance's pieces: its whole queue and compute time.
                 extra.update(queue_ms=round(queue_ms, 3), compute_ms=round(compute_ms, 3))
+                if result.timestamps:
+                    extra["timestamp"] = timestamp_field(result.timestamps, opened.offset_ms)
                 await self._send(
                     result_message(
                         mode=opened.role,

@@ -58,6 +58,9 @@ class StreamResult:
     queue_ms: float = 0.0
     compute_ms: float = 0.0
     batch_size: int = 1
+    # Whole-utterance engines whose model predicts them (BiCifParaformer): each token's
+    # [start, end] in ms from the start of the stream's audio. Empty otherwise.
+    timestamps: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

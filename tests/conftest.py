@@ -42,3 +42,11 @@ def tiny_vad_model(model_cache: Path) -> Path:
 def tiny_punc_model(model_cache: Path) -> Path:
     """The tiny random-weight CT-Transformer punctuation model."""
     return ensure_synthetic(model_cache, "punc", "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_timestamp_model(model_cache: Path) -> Path:
+    """A tiny random-weight BiCifParaformer: an offline model that predicts token times."""
+    from workers.synthetic import build_model_dir
+
+    return build_model_dir(model_cache / "synthetic-bicif-tiny", "offline", "tiny", timestamps=True)

@@ -23,7 +23,7 @@ from shared.errors import WorkerLoadError
 HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
-OFFLINE_MODEL_CLASSES = ("Paraformer",)
+OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer")  # the latter gives timestamps
 VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
 PUNC_MODEL_CLASSES = ("CTTransformer",)
 ModelKind = Literal["streaming", "offline", "vad", "punc"]

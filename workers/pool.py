@@ -45,6 +45,12 @@ ResultObserver = Callable[[int, StreamResult], None]
 
 
 @dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    timestamps: tuple[tuple[int, int], ...]  # ms, per token; empty if the model has none
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerStatus:
     index: int
     device: str
@@ -341,19 +347,28 @@ class WorkerPool:
 
     async def transcribe(self, audio: Audio, options: StreamOptions | None = None) -> str:
         """Decode a whole utterance and return its text."""
+        return (await self.transcribe_with_times(audio, options)).text
+
+    async def transcribe_with_times(
+        self, audio: Audio, options: StreamOptions | None = None
+    ) -> Transcript:
+        """Decode a whole utterance: its text, and its token times where the model gives
+        them (an offline BiCifParaformer)."""
         async with self.open_stream(options) as stream:
-            texts: list[str] = []
+            results: list[StreamResult] = []
 
             async def collect() -> None:
                 async for result in stream:
-                    texts.append(result.text)
+                    results.append(result)
 
             async with anyio.create_task_group() as group:
                 group.start_soon(collect)
                 await stream.finish(audio)
-        if not texts:
-            return ""
-        return "".join(texts) if self.text_is_delta else texts[-1]
+        if not results:
+            return Transcript("", ())
+        texts = [result.text for result in results]
+        text = "".join(texts) if self.text_is_delta else texts[-1]
+        return Transcript(text, results[-1].timestamps)
 
     # -- status ---------------------------------------------------------------------
 

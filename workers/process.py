@@ -224,6 +224,7 @@ def _run_batch(
                 queue_ms=queue_ms,
                 compute_ms=compute_ms,
                 batch_size=len(batch),
+                timestamps=output.timestamps,
             )
         )
     batch.clear()

@@ -93,8 +93,12 @@ _SPECAUG: dict[str, Any] = {
 }
 
 
-def build_config(kind: ModelKind, size: ModelSize) -> dict[str, Any]:
-    """The config.yaml of the reference architecture (``shared/reference/*.yaml``)."""
+def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> dict[str, Any]:
+    """The config.yaml of the reference architecture (``shared/reference/*.yaml``).
+
+    ``timestamps`` (offline only): FunASR's BiCifParaformer instead, the offline model of
+    ``paraformer-large-vad-punc`` that also predicts each token's time.
+    """
     streaming = kind == "streaming"
     encoder = copy.deepcopy(_ENCODER_TINY if size == "tiny" else _ENCODER_LARGE)
     decoder = copy.deepcopy(_DECODER_TINY if size == "tiny" else _DECODER_LARGE)
@@ -104,8 +108,24 @@ def build_config(kind: ModelKind, size: ModelSize) -> dict[str, Any]:
     else:
         encoder["input_layer"] = "pe"
         decoder["sanm_shfit"] = 0
+    predictor: dict[str, Any] = {
+        "idim": encoder["output_size"],
+        "threshold": 1.0,
+        "l_order": 1,
+        "r_order": 1,
+        "tail_threshold": 0.45,
+    }
+    if timestamps:
+        predictor.update(
+            smooth_factor2=0.25,
+            noise_threshold2=0.01,
+            upsample_times=3,
+            use_cif1_cnn=False,
+            upsample_type="cnn_blstm",
+        )
+    model = "ParaformerStreaming" if streaming else "Paraformer"
     return {
-        "model": "ParaformerStreaming" if streaming else "Paraformer",
+        "model": "BiCifParaformer" if timestamps and not streaming else model,
         "model_conf": {
             "ctc_weight": 0.0,
             "lsm_weight": 0.1,
@@ -118,14 +138,8 @@ def build_config(kind: ModelKind, size: ModelSize) -> dict[str, Any]:
         "encoder_conf": encoder,
         "decoder": "ParaformerSANMDecoder",
         "decoder_conf": decoder,
-        "predictor": "CifPredictorV2",
-        "predictor_conf": {
-            "idim": encoder["output_size"],
-            "threshold": 1.0,
-            "l_order": 1,
-            "r_order": 1,
-            "tail_threshold": 0.45,
-        },
+        "predictor": "CifPredictorV3" if timestamps and not streaming else "CifPredictorV2",
+        "predictor_conf": predictor,
         "frontend": "WavFrontendOnline" if streaming else "WavFrontend",
         "frontend_conf": {
             "fs": 16000,
@@ -172,7 +186,9 @@ def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
     )
 
 
-def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0) -> Path:
+def build_model_dir(
+    out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0, timestamps: bool = False
+) -> Path:
     """Write a loadable random-weight model directory; deterministic for a seed."""
     if kind in ("vad", "punc"):
         from workers.synthetic_companions import build_punc_dir, build_vad_dir
@@ -182,6 +198,7 @@ def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int =
             build_vad_dir(out_dir, seed) if kind == "vad" else build_punc_dir(out_dir, size, seed)
         )
     # Importing funasr's model packages fills the registry tables.
+    import funasr.models.bicif_paraformer.model
     import funasr.models.paraformer.model
     import funasr.models.paraformer_streaming.model  # noqa: F401
     import torch
@@ -189,7 +206,7 @@ def build_model_dir(out_dir: Path, kind: ModelKind, size: ModelSize, seed: int =
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = build_config(kind, size)
+    config = build_config(kind, size, timestamps)
     tokens = build_tokens(TINY_VOCAB if size == "tiny" else LARGE_VOCAB)
 
     torch.manual_seed(seed)
@@ -220,10 +237,14 @@ def _tune_predictor(model: Any) -> None:
     """
     import torch
 
-    output = model.predictor.cif_output
+    # BiCifParaformer's second, upsampled CIF (its timestamps) gets the same treatment.
+    outputs = [model.predictor.cif_output, getattr(model.predictor, "cif_output2", None)]
     with torch.no_grad():
-        output.weight.mul_(0.01)
-        output.bias.fill_(math.log(PREDICTOR_TARGET_ALPHA / (1 - PREDICTOR_TARGET_ALPHA)))
+        for output in outputs:
+            if output is not None:
+                output.weight.mul_(0.01)
+                alpha = PREDICTOR_TARGET_ALPHA
+                output.bias.fill_(math.log(alpha / (1 - alpha)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,8 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--size", choices=["tiny", "large"], default="tiny")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--timestamps",
+        action="store_true",
+        help="offline only: a BiCifParaformer, which also predicts token times",
+    )
     args = parser.parse_args(argv)
-    path = build_model_dir(args.out_dir, args.kind, args.size, args.seed)
+    path = build_model_dir(args.out_dir, args.kind, args.size, args.seed, args.timestamps)
     print(path)
     return 0
 

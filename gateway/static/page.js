@@ -119,17 +119,22 @@ class Recording {
 
   async start() {
     // Created in the click's handler, so that the browser lets it start.
-    this.context = new AudioContext();
-    ui.inputRate.value = String(this.context.sampleRate);
+    const context = (this.context = new AudioContext());
+    ui.inputRate.textContent = String(context.sampleRate);
     setStatus(ui.status, "Opening the microphone…");
     try {
       // Raw audio: speech models are trained on it, and noise suppression eats steady sounds.
-      this.stream = await navigator.mediaDevices.getUserMedia({
+      const stream = await navigator.mediaDevices.getUserMedia({
         audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false },
       });
-      await this.context.audioWorklet.addModule("/static/recorder-worklet.js");
+      if (this.state !== "connecting") {
+        for (const track of stream.getTracks()) track.stop(); // stopped meanwhile
+        return;
+      }
+      this.stream = stream;
+      await context.audioWorklet.addModule("/static/recorder-worklet.js");
     } catch (error) {
-      this.fail(`The microphone is not available: ${error.message}`);
+      if (this.state === "connecting") this.fail(`The microphone is not available: ${error.message}`);
       return;
     }
     if (this.state !== "connecting") return; // stopped meanwhile
@@ -171,13 +176,13 @@ class Recording {
         if (this.socket.readyState !== WebSocket.OPEN) return;
         this.socket.send(message.pcm);
         this.samplesSent += message.pcm.byteLength / 2;
-        ui.samplesSent.value = String(this.samplesSent);
+        ui.samplesSent.textContent = String(this.samplesSent);
         break;
       case "progress":
-        ui.capturedSeconds.value = (message.inputFrames / message.inputRate).toFixed(3);
+        ui.capturedSeconds.textContent = (message.inputFrames / message.inputRate).toFixed(3);
         break;
       case "stopped":
-        ui.capturedSeconds.value = (message.inputFrames / message.inputRate).toFixed(3);
+        ui.capturedSeconds.textContent = (message.inputFrames / message.inputRate).toFixed(3);
         this.endUtterance();
         break;
     }
@@ -229,7 +234,7 @@ class Recording {
       return;
     }
     this.results++;
-    ui.resultsReceived.value = String(this.results);
+    ui.resultsReceived.textContent = String(this.results);
     switch (message.mode) {
       case "online":
       case "2pass-online":
@@ -246,7 +251,8 @@ class Recording {
       clearTimeout(this.timer);
       this.state = "closed";
       this.socket.close(1000, "done");
-      setStatus(ui.status, `Done: ${this.samplesSent} samples sent, ${this.results} results.`, "done");
+      const results = this.results === 1 ? "1 result" : `${this.results} results`;
+      setStatus(ui.status, `Done: ${this.samplesSent} samples sent, ${results}.`, "done");
       setRecording(false);
     }
   }
@@ -302,12 +308,13 @@ let recording = null;
 
 ui.start.addEventListener("click", () => {
   if (recording !== null && recording.state !== "closed") return;
-  ui.samplesSent.value = "0";
-  ui.capturedSeconds.value = "0.000";
-  ui.resultsReceived.value = "0";
+  ui.samplesSent.textContent = "0";
+  ui.capturedSeconds.textContent = "0.000";
+  ui.resultsReceived.textContent = "0";
   setRecording(true);
-  recording = new Recording(selectedMode(), ui.apiKey.value.trim());
-  recording.start();
+  const started = new Recording(selectedMode(), ui.apiKey.value.trim());
+  recording = started;
+  started.start().catch((error) => started.fail(`Could not start: ${error.message}`));
 });
 
 ui.stop.addEventListener("click", () => recording?.stop());

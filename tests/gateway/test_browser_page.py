@@ -173,7 +173,7 @@ async def record(page: Page, server: Server) -> float:
     await page.get_by_label("API key").fill(API_KEY)
     await page.get_by_label("online: partials only").check()
     await page.get_by_role("button", name="Start").click()
-    await page.wait_for_function("Number(document.getElementById('samples-sent').value) > 0")
+    await page.wait_for_function("Number(document.getElementById('samples-sent').textContent) > 0")
     started = time.monotonic()
     await anyio.sleep(RECORD_S)  # the recording's length is the point here
     # Partials are on the page while it records.
@@ -239,7 +239,7 @@ async def test_the_page_streams_the_microphone_at_16_khz_and_shows_results(
 
 @pytest.mark.anyio
 @pytest.mark.slow
-async def test_the_page_is_labelled_and_says_why_a_connection_is_refused(
+async def test_the_page_is_labelled_and_says_why_a_session_is_refused_or_closed(
     chromium: Path, tmp_path: Path
 ) -> None:
     wav = tmp_path / "tone.wav"
@@ -250,8 +250,9 @@ async def test_the_page_is_labelled_and_says_why_a_connection_is_refused(
         out.setsampwidth(2)
         out.setframerate(RATE)
         out.writeframes(bytes(RATE))  # 8000 samples of silence
+    env = {**SERVER_ENV, "ASR_MAX_SESSION_SECONDS": "1"}
     async with (
-        serve(SERVER_ENV, tmp_path / "server.log") as server,
+        serve(env, tmp_path / "server.log") as server,
         browser_page(chromium, tmp_path, wav) as page,
     ):
         await page.goto(server.http + "/")
@@ -291,3 +292,11 @@ async def test_the_page_is_labelled_and_says_why_a_connection_is_refused(
             "document.getElementById('file-status').dataset.kind === 'done'"
         )
         assert await page.locator("#file-result").inner_text() == checksum(bytes(RATE))
+
+        # Our error frame's message and the close code, when the server ends the session.
+        await page.get_by_role("button", name="Start").click()
+        await page.wait_for_function("!document.getElementById('start').disabled")
+        kind, text = await status(page)
+        assert kind == "error"
+        assert "close code 1008" in text
+        assert "maximum length of 1 s (ASR_MAX_SESSION_SECONDS)" in text

@@ -38,6 +38,7 @@ class ChunkOutput:
     text: str
     final: bool
     error: str | None = None
+    timestamps: tuple[tuple[int, int], ...] = ()  # see StreamResult.timestamps
 
 
 class Engine(Protocol):

@@ -28,6 +28,8 @@ from workers.engines.base import (
 )
 from workers.engines.paraformer import load_automodel, to_float
 
+Timestamps = tuple[tuple[int, int], ...]
+
 
 @dataclass(slots=True)
 class _Utterance:
@@ -81,20 +83,25 @@ class ParaformerOfflineEngine:
                 continue
             del self._streams[item.stream_id]
             finals.append((index, item, np.concatenate(utterance.pieces)))
-        for (index, item, _), text, error in zip(finals, *self._decode(finals), strict=True):
-            outputs[index] = ChunkOutput(item.stream_id, item.seq, text, True, error=error)
+        decoded = zip(finals, *self._decode(finals), strict=True)
+        for (index, item, _), text, times, error in decoded:
+            outputs[index] = ChunkOutput(
+                item.stream_id, item.seq, text, True, error=error, timestamps=times
+            )
         return [output for output in outputs if output is not None]
 
     def _decode(
         self, finals: list[tuple[int, ChunkItem, Samples]]
-    ) -> tuple[list[str], list[str | None]]:
+    ) -> tuple[list[str], list[Timestamps], list[str | None]]:
         """One ``generate`` call per group of similar lengths; empty utterances have no text.
+        Texts, timestamps (where the model predicts them), errors, in ``finals``' order.
 
         A batch is padded to its longest utterance: mixing a 2 s clip with an 8 s one costs
         more than decoding them apart (measured: bench/offline_batch.py), so utterances
         are sorted by length and batched only with ones at most ``LENGTH_RATIO`` longer.
         """
         texts = [""] * len(finals)
+        times: list[Timestamps] = [()] * len(finals)
         errors: list[str | None] = [None] * len(finals)
         spoken = sorted(
             (i for i, (_, _, audio) in enumerate(finals) if len(audio)),
@@ -112,11 +119,12 @@ class ParaformerOfflineEngine:
                 continue
             for i, result in zip(group, results, strict=True):
                 texts[i] = str(result.get("text", ""))
+                times[i] = tuple((int(s), int(e)) for s, e in result.get("timestamp", ()))
         if self._punctuator is not None:
             for i, text in enumerate(texts):
                 if text and errors[i] is None:
                     texts[i], errors[i] = self._punctuate(text)
-        return texts, errors
+        return texts, times, errors
 
     def _punctuate(self, text: str) -> tuple[str, str | None]:
         """CT-Transformer's punctuated ``text`` (one text per call: funasr's punctuation
