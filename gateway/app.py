@@ -1,8 +1,10 @@
 """The ASGI app: ``uvicorn gateway.app:app``.
 
-The WebSocket endpoint at ``/`` speaks FunASR's protocol; ``/healthz``, ``/readyz`` and
-``/metrics`` are for the operator. The lifespan starts the worker pool and stops it; on
-SIGTERM or Ctrl-C it first drains the live sessions (see ``gateway.signals``).
+The WebSocket endpoint at ``/`` speaks FunASR's protocol; an HTTP ``GET /`` gets the
+browser page (``gateway/static``); ``POST /v1/transcribe`` decodes a whole file;
+``/healthz``, ``/readyz`` and ``/metrics`` are for the operator. The lifespan starts the
+worker pools (streaming; offline, VAD when configured) and stops them; on SIGTERM or Ctrl-C
+it first drains the live sessions (see ``gateway.signals``).
 
 The lifespan is ours rather than Starlette's so that a start-up failure reaches uvicorn as
 one line (``ASR_MODEL=... is not in the local cache ...: set ASR_MODEL=...``), not as a
