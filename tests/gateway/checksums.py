@@ -10,6 +10,9 @@ import json
 import random
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+from starlette.testclient import WebSocketTestSession
 
 END = json.dumps({"is_speaking": False})
 TIMING_FIELDS = frozenset({"seq", "queue_ms", "compute_ms", "batch_size", "worker"})
@@ -73,3 +76,13 @@ def check_offline(results: Sequence[Mapping[str, object]], pcm: bytes) -> None:
     assert final["is_final"] is True
     assert final["text"] == checksum(pcm)
     assert final.keys() >= TIMING_FIELDS
+
+
+def receive_until_is_final(ws: WebSocketTestSession) -> list[dict[str, Any]]:
+    """Every result up to and including the one with ``is_final``; no error frame."""
+    messages: list[dict[str, Any]] = []
+    while not messages or not messages[-1]["is_final"]:
+        message = ws.receive_json()
+        assert "type" not in message, message
+        messages.append(message)
+    return messages

@@ -26,6 +26,7 @@ from tests.gateway.checksums import (
     checksum,
     config,
     random_frames,
+    receive_until_is_final,
 )
 
 SETTINGS = GatewaySettings(
@@ -382,15 +383,6 @@ def loud(seconds: float, seed: int) -> bytes:
 
 def quiet(seconds: float) -> bytes:
     return bytes(2 * int(seconds * 16000))
-
-
-def receive_until_is_final(ws: WebSocketTestSession) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    while not messages or not messages[-1]["is_final"]:
-        message = ws.receive_json()
-        assert "type" not in message, message
-        messages.append(message)
-    return messages
 
 
 def test_2pass_sends_partials_then_each_sentence_decoded_whole(client: TestClient) -> None:

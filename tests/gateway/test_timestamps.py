@@ -18,7 +18,7 @@ from gateway.app import create_app
 from gateway.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
-from tests.gateway.checksums import END, config
+from tests.gateway.checksums import END, config, receive_until_is_final
 from tests.workers.test_fsmn_vad import spoken
 from workers.engines.paraformer import load_automodel, to_float
 from workers.models import model_class
@@ -89,9 +89,7 @@ def test_2pass_sentence_times_count_from_the_utterances_start(
         for start in range(0, len(pcm), 3200):
             ws.send_bytes(pcm[start : start + 3200])
         ws.send_text(END)
-        messages: list[dict[str, Any]] = []
-        while not messages or not messages[-1]["is_final"]:
-            messages.append(ws.receive_json())
+        messages = receive_until_is_final(ws)
     offline = [m for m in messages if m["mode"] == "2pass-offline"]
     assert len(offline) == 2
     # Where the session cuts and where sentence two's speech starts: the endpointer's say.

@@ -21,8 +21,8 @@ from gateway.app import create_app
 from gateway.endpointer import EndpointSettings
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
-from tests.gateway.checksums import END, checksum, config
-from tests.workers.test_fsmn_vad import SENTENCE_ENDS, spoken
+from tests.gateway.checksums import END, checksum, config, receive_until_is_final
+from tests.workers.test_fsmn_vad import SENTENCE_ENDS, funasr_vad, spoken
 from workers.engines.paraformer import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
@@ -63,12 +63,7 @@ def two_pass(ws: WebSocketTestSession, pcm: bytes) -> list[dict[str, Any]]:
     for start in range(0, len(pcm), FRAME_BYTES):
         ws.send_bytes(pcm[start : start + FRAME_BYTES])
     ws.send_text(END)
-    messages: list[dict[str, Any]] = []
-    while not messages or not messages[-1]["is_final"]:
-        message = ws.receive_json()
-        assert "type" not in message, message
-        messages.append(message)
-    return messages
+    return receive_until_is_final(ws)
 
 
 def expected_vad_sentences(model_dir: Path, pcm: bytes) -> list[tuple[bytes, int | None]]:
@@ -80,15 +75,7 @@ def expected_vad_sentences(model_dir: Path, pcm: bytes) -> list[tuple[bytes, int
     origin, start_at = 0, None
     for start in range(0, len(pcm), FRAME_BYTES):
         frame = np.frombuffer(pcm[start : start + FRAME_BYTES], "<i2")
-        result = vad.generate(
-            input=to_float(frame),
-            cache=cache,
-            is_final=False,
-            chunk_size=60,
-            max_end_silence_time=800,
-            disable_pbar=True,
-        )
-        for beg, end in result[0]["value"]:
+        for beg, end in funasr_vad(vad, frame, cache):
             if beg != -1:
                 start_at = beg * 32
             if end != -1:
@@ -147,9 +134,7 @@ def test_online_sessions_do_not_use_the_vad(vad_client: TestClient) -> None:
         ws.send_text(config(mode="online"))
         ws.send_bytes(pcm)
         ws.send_text(END)
-        messages: list[dict[str, Any]] = []
-        while not messages or not messages[-1]["is_final"]:
-            messages.append(ws.receive_json())
+        messages = receive_until_is_final(ws)
     assert messages[-1]["text"] == checksum(pcm)
     assert vad_client.get("/readyz").json()["vad_workers"][0]["active_streams"] == 0
 
