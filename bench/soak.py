@@ -111,13 +111,18 @@ def readyz(http: str) -> dict[str, Any]:
 def snapshot(gateway: Gateway, http: str) -> Snapshot:
     """What the server process and its workers hold now."""
     pids = [gateway.process.pid, *_children(gateway.process.pid)]
+    # Counted before asking /readyz: the server closes that request's socket only after
+    # answering it, so counting after would race with it and see one descriptor too many.
+    # The multiprocessing resource tracker is a child too; it is counted like the workers.
+    fds = sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
+    threads = sum(_proc_status(pid, "Threads") for pid in pids)
+    rss_mib = sum(_proc_status(pid, "VmRSS") for pid in pids) / 1024
     status = readyz(http)
     workers = status["workers"]
-    # The multiprocessing resource tracker is a child too; it is counted like the workers.
     return Snapshot(
-        fds=sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids),
-        threads=sum(_proc_status(pid, "Threads") for pid in pids),
-        rss_mib=sum(_proc_status(pid, "VmRSS") for pid in pids) / 1024,
+        fds=fds,
+        threads=threads,
+        rss_mib=rss_mib,
         shm_segments=sum(
             1 for name in os.listdir("/dev/shm") if name.startswith(f"asrgw_{gateway.process.pid}_")
         ),
