@@ -13,6 +13,14 @@ server takes it, started over a ramp. Per stream it records:
 - the server's queue and compute time per chunk (``queue_ms``, ``compute_ms`` in results);
 - errors, refusals (close 1013 / HTTP 503) and, with the checksum engine, verification.
 
+``--mode 2pass`` (FunASR's default mode) sends synthetic speech with a 1.2 s pause every
+3 s, so that the server's endpointer or VAD ends sentences. Partials (``2pass-online``)
+count for the first-partial latency; per-chunk latency is left out (``seq`` counts from each
+sentence's start, which the client cannot place); sentences (``2pass-offline``) are counted.
+With ``--verify``, each sentence's last partial (the checksum engine's running value over
+that sentence's streaming pass) must be the checksum of the next bytes sent, in order, and
+the sentences together must be every byte: the audio was partitioned exactly.
+
     python -m bench.ws_load --url ws://127.0.0.1:10095/ --streams 50 --seconds 20
 """
 
@@ -54,6 +62,7 @@ class StreamRecord:
     refused: bool = False
     error: str | None = None
     verified: bool | None = None
+    sentences: int = 0  # 2pass: 2pass-offline results
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +83,17 @@ class LoadSummary:
     rtf_compute: float
     client_cpu_seconds: float
     error_samples: list[str]
+    sentences: int = 0
 
 
-def load_audio(path: Path | None, seconds: float, seed: int) -> npt.NDArray[np.int16]:
-    """A 16 kHz mono int16 WAV, or speech-like synthetic audio of ``seconds``."""
+SPEECH_S, PAUSE_S = 3.0, 1.2  # --mode 2pass: sentences and the pauses that end them
+
+
+def load_audio(
+    path: Path | None, seconds: float, seed: int, pauses: bool = False
+) -> npt.NDArray[np.int16]:
+    """A 16 kHz mono int16 WAV, or speech-like synthetic audio of ``seconds`` (with
+    ``pauses``, near-silent for PAUSE_S after every SPEECH_S)."""
     if path is not None:
         with wave.open(str(path), "rb") as wav:
             if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (SAMPLE_RATE, 1, 2):
@@ -87,7 +103,13 @@ def load_audio(path: Path | None, seconds: float, seed: int) -> npt.NDArray[np.i
     t = np.arange(int(SAMPLE_RATE * seconds)) / SAMPLE_RATE
     voice = np.sin(2 * np.pi * (140 + 60 * np.sin(2 * np.pi * 0.7 * t)) * t)
     envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 0.25 * t) ** 2
-    return (voice * envelope * 9000 + rng.normal(0, 800, t.size)).astype(np.int16)
+    noise = np.full(t.size, 800.0)
+    if pauses:
+        speaking = (t % (SPEECH_S + PAUSE_S)) < SPEECH_S
+        envelope = np.where(speaking, envelope, 0.0)
+        noise = np.where(speaking, noise, 20.0)
+    signal: npt.NDArray[np.float64] = voice * envelope * 9000 + rng.normal(0, 1, t.size) * noise
+    return signal.astype(np.int16)
 
 
 def expected_checksum(audio: npt.NDArray[np.int16]) -> str:
@@ -106,7 +128,7 @@ async def run_stream(
     pcm = audio.astype("<i2").tobytes()
     record.audio_seconds = len(audio) / SAMPLE_RATE
     config = {
-        "mode": "online",
+        "mode": args.mode,
         "chunk_size": chunk_size,
         "chunk_interval": args.chunk_interval,
         "wav_name": f"stream-{index}",
@@ -172,6 +194,7 @@ async def receive(
     audio: npt.NDArray[np.int16],
     args: argparse.Namespace,
 ) -> None:
+    sentence_partials: list[str] = []  # 2pass: each sentence's last partial
     while True:
         message = json.loads(await asyncio.wait_for(ws.recv(), args.timeout))
         now = time.perf_counter()
@@ -183,23 +206,51 @@ async def receive(
         if "queue_ms" in message:
             record.queue_ms.append(float(message["queue_ms"]))
             record.compute_ms.append(float(message["compute_ms"]))
+        mode = message.get("mode")
+        if mode == "2pass-offline":
+            record.sentences += 1
+        elif mode == "2pass-online":
+            sentence_partials[record.sentences :] = [str(message.get("text", ""))]
         if message.get("is_final"):
             if end_sent:
                 record.final_s = now - end_sent[0]
             record.wall_s = now - started
-            if args.verify:
+            if args.verify and mode == "2pass-offline":
+                record.verified = partitioned(sentence_partials, record.sentences, audio)
+            elif args.verify:
                 record.verified = message.get("text") == expected_checksum(audio)
             return
+        if mode == "2pass-offline":
+            continue  # a sentence settled: not a partial
         if record.first_partial_s is None:
             record.first_partial_s = now - started
         seq = message.get("seq")
-        if isinstance(seq, int) and seq in chunk_done_at:
+        if mode == "online" and isinstance(seq, int) and seq in chunk_done_at:
             record.chunk_latencies_s.append(now - chunk_done_at[seq])
+
+
+def partitioned(last_partials: list[str], sentences: int, audio: npt.NDArray[np.int16]) -> bool:
+    """The checksum engine's 2pass check: sentence k's last partial is the checksum of the
+    bytes after sentences 0..k-1, and together they are all of the audio."""
+    if len(last_partials) != sentences:
+        return False
+    pcm = audio.astype("<i2").tobytes()
+    offset = 0
+    for text in last_partials:
+        samples = int(text.split(":")[0])
+        piece = pcm[offset : offset + 2 * samples]
+        if text != f"{samples}:{zlib.crc32(piece):08x}" or len(piece) != 2 * samples:
+            return False
+        offset += len(piece)
+    return offset == len(pcm)
 
 
 async def run_load(args: argparse.Namespace) -> list[StreamRecord]:
     records = [StreamRecord(i) for i in range(args.streams)]
-    audios = [load_audio(args.wav, args.seconds, seed) for seed in range(min(args.streams, 8))]
+    pauses = args.mode == "2pass"
+    audios = [
+        load_audio(args.wav, args.seconds, seed, pauses) for seed in range(min(args.streams, 8))
+    ]
     progress = Progress(args.streams, quiet=args.quiet)
 
     async def one(i: int) -> None:
@@ -270,6 +321,7 @@ def summarize(records: list[StreamRecord], wall: float, client_cpu: float) -> Lo
         rtf_compute=compute_s / audio_seconds if audio_seconds else float("nan"),
         client_cpu_seconds=client_cpu,
         error_samples=sorted({r.error for r in records if r.error})[:5],
+        sentences=sum(r.sentences for r in completed),
     )
 
 
@@ -286,6 +338,7 @@ def markdown(summary: LoadSummary) -> str:
         f"streams {summary.streams}: {summary.completed} completed, {summary.refused} refused,"
         f" {summary.errors} errors"
         + (f", {summary.verified} verified" if summary.verified is not None else "")
+        + (f", {summary.sentences} sentences" if summary.sentences else "")
         + f"; {summary.audio_seconds:.0f} s of audio in {summary.wall_seconds:.1f} s;"
         f" compute RTF {summary.rtf_compute:.3f}; client CPU {summary.client_cpu_seconds:.1f} s",
         "",
@@ -309,6 +362,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--url", default="ws://127.0.0.1:10095/")
+    parser.add_argument("--mode", choices=["online", "2pass"], default="online")
     parser.add_argument("--streams", type=int, default=10)
     parser.add_argument("--wav", type=Path, help="16 kHz mono int16 WAV (default: synthetic)")
     parser.add_argument("--seconds", type=float, default=10.0, help="synthetic audio length")

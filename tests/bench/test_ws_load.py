@@ -53,6 +53,50 @@ async def test_ws_load_verifies_every_stream(tmp_path: Path) -> None:
     assert summary["server_queue_ms"]["count"] == 12  # two chunks and the final, each
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sentence_ends", ["energy", "vad"])
+async def test_ws_load_2pass_verifies_the_sentence_partition(
+    tmp_path: Path, sentence_ends: str, model_cache: Path, tiny_vad_model: Path
+) -> None:
+    """9 s of speech with two 1.2 s pauses: three sentences per stream, by the energy
+    endpointer or the FSMN-VAD pool, and every byte in exactly one sentence."""
+    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MODEL_CACHE": str(model_cache)}
+    if sentence_ends == "vad":
+        env["ASR_VAD_MODEL"] = str(tiny_vad_model)
+    async with serve(env, tmp_path / "server.log") as server:
+        report = tmp_path / "load.json"
+        command = [
+            sys.executable,
+            "-m",
+            "bench.ws_load",
+            "--url",
+            server.url,
+            "--mode",
+            "2pass",
+            "--streams",
+            "3",
+            "--seconds",
+            "9",
+            "--fast",
+            "--ramp",
+            "0.2",
+            "--verify",
+            "--quiet",
+            "--json",
+            str(report),
+        ]
+        with anyio.fail_after(60):
+            completed = await anyio.run_process(
+                command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
+            )
+        assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
+    summary = json.loads(report.read_text())["summary"]
+    assert (summary["completed"], summary["verified"], summary["errors"]) == (3, 3, 0)
+    assert summary["sentences"] == 3 * 3
+    assert summary["chunk_latency_ms"]["count"] == 0  # not measured in 2pass
+    assert summary["first_partial_ms"]["count"] == 3
+
+
 def test_distribution_percentiles() -> None:
     d = distribution([float(v) for v in range(1, 101)])
     assert (d.count, d.max) == (100, 100.0)
