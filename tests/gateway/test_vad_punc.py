@@ -7,6 +7,8 @@ expected value is computed with funasr's own ``AutoModel`` on the same audio.
 from __future__ import annotations
 
 import io
+import os
+import signal
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +24,7 @@ from gateway.endpointer import EndpointSettings
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, checksum, config, receive_until_is_final
+from tests.gateway.test_app import expect_error, wait_until
 from tests.workers.test_fsmn_vad import SENTENCE_ENDS, funasr_vad, spoken
 from workers.engines.paraformer import load_automodel, to_float
 
@@ -137,6 +140,29 @@ def test_online_sessions_do_not_use_the_vad(vad_client: TestClient) -> None:
         messages = receive_until_is_final(ws)
     assert messages[-1]["text"] == checksum(pcm)
     assert vad_client.get("/readyz").json()["vad_workers"][0]["active_streams"] == 0
+
+
+def test_a_vad_worker_that_dies_fails_its_2pass_sessions_with_1011_and_is_replaced(
+    vad_client: TestClient,
+) -> None:
+    (worker,) = vad_client.get("/readyz").json()["vad_workers"]
+    pcm = spoken(9, ("speech", 1.0)).astype("<i2").tobytes()
+    with vad_client.websocket_connect("/") as ws:
+        ws.send_text(config(mode="2pass"))
+        ws.send_bytes(pcm[: 7 * FRAME_BYTES])  # past the first 600 ms chunk
+        assert ws.receive_json()["mode"] == "2pass-online"  # the session is live
+        os.kill(worker["pid"], signal.SIGKILL)
+        ws.send_bytes(pcm[7 * FRAME_BYTES :])  # the forwarder needs the VAD for these
+        error = expect_error(ws, 1011)
+    assert "died" in error["message"]
+    wait_until(lambda: vad_client.get("/readyz").status_code == 200)
+    (replaced,) = vad_client.get("/readyz").json()["vad_workers"]
+    assert replaced["restarts"] == 1
+    assert replaced["pid"] != worker["pid"]
+    with vad_client.websocket_connect("/") as ws:
+        messages = two_pass(ws, pcm)
+    assert messages[-1]["mode"] == "2pass-offline"
+    assert messages[-1]["text"] == checksum(pcm)  # the speech starts at once: all of it
 
 
 def punctuated(offline_dir: Path, punc_dir: Path, audio: np.ndarray) -> str:
