@@ -172,9 +172,12 @@ class Gateway:
         )
         if offline_pool is not None:
             logger.info(
-                "offline decoding: %s (%d workers)",
+                "offline decoding: %s (%d workers)%s",
                 offline_pool.model.description if offline_pool.model else "",
                 len(offline_pool.settings.worker_devices),
+                f", punctuated by {offline_pool.settings.punc_model}"
+                if offline_pool.settings.punc_model
+                else "",
             )
         if vad_pool is not None:
             logger.info(
