@@ -141,17 +141,7 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
         "predictor": "CifPredictorV3" if timestamps and not streaming else "CifPredictorV2",
         "predictor_conf": predictor,
         "frontend": "WavFrontendOnline" if streaming else "WavFrontend",
-        "frontend_conf": {
-            "fs": 16000,
-            "window": "hamming",
-            "n_mels": 80,
-            "frame_length": 25,
-            "frame_shift": 10,
-            # The default dither of 1.0 adds random noise: outputs would not be reproducible.
-            "dither": 0.0,
-            "lfr_m": 7,
-            "lfr_n": 6,
-        },
+        "frontend_conf": frontend_conf(lfr_m=7, lfr_n=6),
         "specaug": "SpecAugLFR",
         "specaug_conf": copy.deepcopy(_SPECAUG),
         "tokenizer": "CharTokenizer",
@@ -163,6 +153,22 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
             "ignore_nan_grad": True,
         },
         "normalize": None,
+    }
+
+
+def frontend_conf(lfr_m: int, lfr_n: int) -> dict[str, Any]:
+    """FunASR's 80-bin fbank frontend (25 ms / 10 ms), stacking ``lfr_m`` frames every
+    ``lfr_n`` (low frame rate): 7/6 for the Paraformers, 5/1 for FSMN-VAD."""
+    return {
+        "fs": 16000,
+        "window": "hamming",
+        "n_mels": 80,
+        "frame_length": 25,
+        "frame_shift": 10,
+        # The default dither of 1.0 adds random noise: outputs would not be reproducible.
+        "dither": 0.0,
+        "lfr_m": lfr_m,
+        "lfr_n": lfr_n,
     }
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from workers.synthetic import build_tokens, format_cmvn
+from workers.synthetic import build_tokens, format_cmvn, frontend_conf
 
 VAD_FEATURE_DIM = 80 * 5  # 80 mel bins, LFR of 5 frames with a shift of 1
 # A 25 ms frame (400 samples in [-1, 1)) at -40 dBFS RMS: 10 * log10(400 * 1e-4).
@@ -37,16 +37,7 @@ def vad_config() -> dict[str, Any]:
     decibel threshold that stands in for trained weights (see the module docstring)."""
     return {
         "frontend": "WavFrontendOnline",
-        "frontend_conf": {
-            "fs": 16000,
-            "window": "hamming",
-            "n_mels": 80,
-            "frame_length": 25,
-            "frame_shift": 10,
-            "dither": 0.0,
-            "lfr_m": 5,
-            "lfr_n": 1,
-        },
+        "frontend_conf": frontend_conf(lfr_m=5, lfr_n=1),
         "model": "FsmnVADStreaming",
         "model_conf": {
             "sample_rate": 16000,

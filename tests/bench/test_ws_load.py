@@ -6,46 +6,41 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from bench.run import markdown, parse_config
 from bench.stats import distribution
-from tests.gateway.uvicorn_server import serve
+from tests.gateway.uvicorn_server import Server, serve
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+async def run_ws_load(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """``python -m bench.ws_load`` against ``server`` with ``args``, verifying checksums;
+    its JSON summary. The generator must exit 0 (no stream failed)."""
+    report = tmp_path / "load.json"
+    command = [sys.executable, "-m", "bench.ws_load", "--url", server.url, *args]
+    command += ["--verify", "--quiet", "--json", str(report)]
+    with anyio.fail_after(60):
+        completed = await anyio.run_process(
+            command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
+        )
+    assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
+    summary: dict[str, Any] = json.loads(report.read_text())["summary"]
+    return summary
+
+
 async def test_ws_load_verifies_every_stream(tmp_path: Path) -> None:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
     async with serve(env, tmp_path / "server.log") as server:
-        report = tmp_path / "load.json"
-        command = [
-            sys.executable,
-            "-m",
-            "bench.ws_load",
-            "--url",
-            server.url,
-            "--streams",
-            "4",
-            "--seconds",
-            "1.5",
-            "--ramp",
-            "0.2",
-            "--verify",
-            "--quiet",
-            "--json",
-            str(report),
-        ]
-        with anyio.fail_after(60):
-            completed = await anyio.run_process(
-                command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
-            )
-        assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
-    summary = json.loads(report.read_text())["summary"]
+        summary = await run_ws_load(
+            server, tmp_path, "--streams", "4", "--seconds", "1.5", "--ramp", "0.2"
+        )
     assert (summary["completed"], summary["verified"], summary["errors"]) == (4, 4, 0)
     # 1.5 s of audio is two whole 600 ms chunks per stream, each timed by its seq.
     assert summary["chunk_latency_ms"]["count"] == 8
@@ -64,13 +59,9 @@ async def test_ws_load_2pass_verifies_the_sentence_partition(
     if sentence_ends == "vad":
         env["ASR_VAD_MODEL"] = str(tiny_vad_model)
     async with serve(env, tmp_path / "server.log") as server:
-        report = tmp_path / "load.json"
-        command = [
-            sys.executable,
-            "-m",
-            "bench.ws_load",
-            "--url",
-            server.url,
+        summary = await run_ws_load(
+            server,
+            tmp_path,
             "--mode",
             "2pass",
             "--streams",
@@ -80,17 +71,7 @@ async def test_ws_load_2pass_verifies_the_sentence_partition(
             "--fast",
             "--ramp",
             "0.2",
-            "--verify",
-            "--quiet",
-            "--json",
-            str(report),
-        ]
-        with anyio.fail_after(60):
-            completed = await anyio.run_process(
-                command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
-            )
-        assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
-    summary = json.loads(report.read_text())["summary"]
+        )
     assert (summary["completed"], summary["verified"], summary["errors"]) == (3, 3, 0)
     assert summary["sentences"] == 3 * 3
     assert summary["chunk_latency_ms"]["count"] == 0  # not measured in 2pass
