@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 SAMPLE_RATE = 16000
 SAMPLES_PER_CHUNK_UNIT = 960  # FunASR's chunk_size counts 60 ms units at 16 kHz
+# A stream's hotwords: SeACo-Paraformer embeds every one on every decode, so their number
+# bounds what one client can make a worker spend; FunASR's clients send a handful.
+MAX_HOTWORDS = 256
+MAX_HOTWORD_CHARS = 32
+MAX_HOTWORDS_BYTES = 16 * 1024  # UTF-8, separators included: the OPEN command's payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +28,9 @@ class StreamOptions:
     chunk_size: tuple[int, int, int] = (0, 10, 5)
     encoder_chunk_look_back: int = 4
     decoder_chunk_look_back: int = 1
+    # Words that an offline model able to use them (SeACo-Paraformer) favours; others
+    # ignore them, as FunASR does. Already split into words: no weights, no whitespace.
+    hotwords: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.chunk_size) != 3 or any(
@@ -34,6 +42,15 @@ class StreamOptions:
         for look_back in (self.encoder_chunk_look_back, self.decoder_chunk_look_back):
             if not isinstance(look_back, int) or not 0 <= look_back <= 0xFFFF:
                 raise ValueError("look-back values must be integers in 0..65535")
+        if len(self.hotwords) > MAX_HOTWORDS:
+            raise ValueError(f"at most {MAX_HOTWORDS} hotwords")
+        for word in self.hotwords:
+            if not isinstance(word, str) or not 0 < len(word) <= MAX_HOTWORD_CHARS:
+                raise ValueError(f"a hotword is a string of 1..{MAX_HOTWORD_CHARS} characters")
+            if any(character.isspace() for character in word):
+                raise ValueError(f"a hotword has no whitespace in it: {word!r}")
+        if len(" ".join(self.hotwords).encode("utf-8", "surrogatepass")) > MAX_HOTWORDS_BYTES:
+            raise ValueError(f"hotwords take at most {MAX_HOTWORDS_BYTES} bytes of UTF-8")
 
     @property
     def chunk_samples(self) -> int:
