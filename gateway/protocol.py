@@ -3,6 +3,15 @@
 The parser owns no socket and no task; the session feeds it each frame it reads and acts on
 the events it returns. Every fault in the client's input is raised as a ``ProtocolError``
 (close 1008) or a ``FrameTooLargeError`` (close 1009), and leaves the parser ``FAILED``.
+
+A text frame is read field by field, as FunASR's Python server reads it (@3c58cb5), never
+as "a config" or "an end": ``is_speaking: false`` (or ``is_finished: true``, the C++
+server's, or ``is_end: true``) ends the input whatever else the frame holds, and
+``is_end: true`` asks for the end-of-input acknowledgement. The config fields a frame
+carries update the session; in the middle of an utterance only those that can change under
+a running stream take effect at once (``LIVE_FIELDS``), the rest from the next utterance.
+An end with nothing open is no error: it is acknowledged if it asks to be, and that is all
+(FunASR's clients send a second end on close, and an HTML5 page may press Stop twice).
 """
 
 from __future__ import annotations
@@ -11,12 +20,19 @@ import enum
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from typing import Literal, TypeGuard, TypeVar
 
 from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
-from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, StreamOptions
+from shared.messages import (
+    MAX_HOTWORD_CHARS,
+    MAX_HOTWORDS,
+    MAX_HOTWORDS_BYTES,
+    SAMPLE_RATE,
+    SAMPLES_PER_CHUNK_UNIT,
+    StreamOptions,
+)
 
 Mode = Literal["online", "offline", "2pass"]
 T = TypeVar("T")
@@ -44,8 +60,9 @@ class SessionConfig:
     wav_name: str = "microphone"
     wav_format: str = "pcm"
     audio_fs: int = SAMPLE_RATE
-    hotwords: str = ""
-    itn: bool = True
+    # Words only, normalised from either form FunASR's clients send (``parse_hotwords``).
+    hotwords: tuple[str, ...] = ()
+    itn: bool = True  # accepted; Paraformer models have no ITN (FunASR's Python server too)
     # Ours, opt-in: a result for every model chunk, even with empty text, so that a
     # benchmark can time each chunk by its ``seq``.
     timing: bool = False
@@ -55,6 +72,7 @@ class SessionConfig:
             chunk_size=self.chunk_size,
             encoder_chunk_look_back=self.encoder_chunk_look_back,
             decoder_chunk_look_back=self.decoder_chunk_look_back,
+            hotwords=self.hotwords,
         )
 
     @property
@@ -65,6 +83,15 @@ class SessionConfig:
 
 @dataclass(frozen=True, slots=True)
 class ConfigReceived:
+    """A new utterance starts with ``config``."""
+
+    config: SessionConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigUpdated:
+    """Mid-utterance, ``LIVE_FIELDS`` changed: ``config`` is the utterance's from now on."""
+
     config: SessionConfig
 
 
@@ -75,13 +102,31 @@ class AudioReceived:
 
 @dataclass(frozen=True, slots=True)
 class EndOfUtterance:
-    pass
+    """The utterance's input is over; ``acknowledge``: the client asked (``is_end``) for
+    the end-of-input acknowledgement after the utterance's last result."""
+
+    acknowledge: bool = False
 
 
-Event = ConfigReceived | AudioReceived | EndOfUtterance
+@dataclass(frozen=True, slots=True)
+class EndWithoutUtterance:
+    """An end with no utterance open: owed nothing but the acknowledgement, if asked for.
+    ``config`` is the session's settings now, for the acknowledgement's mode and name."""
 
-# A JSON object carrying any of these (or is_speaking: true) is a config message.
+    acknowledge: bool
+    config: SessionConfig
+
+
+Event = ConfigReceived | ConfigUpdated | AudioReceived | EndOfUtterance | EndWithoutUtterance
+
+# The config fields; a frame carrying any of them (or is_speaking: true) sets them.
 CONFIG_KEYS = frozenset(field.name for field in dataclass_fields(SessionConfig))
+# Those that can change under a running stream: the name results carry, and the hotwords of
+# the offline decodes still to come (a 2pass utterance's next sentences, an offline end).
+# mode, chunk_size, audio_fs and the rest shape the stream already running: a frame that
+# carries them mid-utterance (FunASR's HTML5 page repeats them in its Stop frame) sets
+# them for the next utterance.
+LIVE_FIELDS = ("wav_name", "hotwords")
 
 
 class ParserState(enum.Enum):
@@ -171,14 +216,43 @@ def _audio_fs(name: str, value: object) -> int:
     return SAMPLE_RATE
 
 
-def _hotwords(name: str, value: object) -> str:
+# FunASR's Python client joins its hotword file's words with commas; others use spaces.
+# Also the full-width comma, the enumeration comma and the full-width semicolon.
+_HOTWORD_SEPARATORS = re.compile("[\\s,;\uff0c\u3001\uff1b]+")
+
+
+def parse_hotwords(name: str, value: object) -> tuple[str, ...]:
+    """The words of a ``hotwords`` value, in either form FunASR's clients send: a JSON
+    object string ``{"word": weight, ...}`` (the HTML5 page, the C++ client, funasr-client;
+    also accepted as the object itself) or plain words separated by spaces or commas (the
+    Python client). Weights are dropped: SeACo-Paraformer takes words only, and so FunASR's
+    Python server would (it hands the raw string to funasr, which splits it at spaces).
+    A multi-word key is split into its words, as funasr splits its hotword string."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("{"):
+            try:
+                value = json.loads(stripped, parse_constant=_refuse_constant)
+            except (ValueError, RecursionError):
+                value = stripped  # as the C++ server does: not JSON, so plain words
     if isinstance(value, dict):
-        # FunASR's clients send hotwords as a JSON string; some send the object itself.
-        try:
-            value = json.dumps(value, ensure_ascii=False)
-        except RecursionError:
-            raise ProtocolError(f"{name} are nested too deeply") from None
-    return _text(name, value)
+        words_text = " ".join(str(key) for key in value)
+    elif isinstance(value, str):
+        words_text = value
+    else:
+        raise ProtocolError(f'{name} must be a string: words, or a JSON object {{"word": weight}}')
+    _text(name, words_text)
+    words = tuple(dict.fromkeys(word for word in _HOTWORD_SEPARATORS.split(words_text) if word))
+    if len(words) > MAX_HOTWORDS:
+        raise ProtocolError(f"{name}: at most {MAX_HOTWORDS} hotwords, got {len(words)}")
+    too_long = next((word for word in words if len(word) > MAX_HOTWORD_CHARS), None)
+    if too_long is not None:
+        raise ProtocolError(
+            f"{name}: a hotword is at most {MAX_HOTWORD_CHARS} characters, got {too_long!r:.40}"
+        )
+    if len(" ".join(words).encode("utf-8")) > MAX_HOTWORDS_BYTES:
+        raise ProtocolError(f"{name}: at most {MAX_HOTWORDS_BYTES} bytes of UTF-8 in all")
+    return words
 
 
 def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None) -> SessionConfig:
@@ -205,7 +279,7 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         wav_name=pick("wav_name", _wav_name, old.wav_name),
         wav_format=pick("wav_format", _wav_format, old.wav_format),
         audio_fs=pick("audio_fs", _audio_fs, old.audio_fs),
-        hotwords=pick("hotwords", _hotwords, old.hotwords),
+        hotwords=pick("hotwords", parse_hotwords, old.hotwords),
         itn=pick("itn", _bool, old.itn),
         timing=pick("timing", _bool, old.timing),
     )
@@ -222,9 +296,19 @@ class ProtocolParser:
         self.max_frame_bytes = max_frame_bytes
         self.max_text_bytes = max_text_bytes
         self.state = ParserState.AWAITING_CONFIG
-        self.config: SessionConfig | None = None
+        self.config: SessionConfig | None = None  # the current (or last ended) utterance's
+        # What the next utterance starts from: the last config, with the fields frames have
+        # set since (mid-utterance, or with an end that had nothing open).
+        self.next_config = SessionConfig()
         self.bytes_received = 0  # in the current (or last ended) utterance
         self._odd_byte = b""  # the first half of a sample split across frames
+
+    @property
+    def session_config(self) -> SessionConfig:
+        """The settings in force: the open utterance's, else what the next one starts from."""
+        if self.state is ParserState.STREAMING and self.config is not None:
+            return self.config
+        return self.next_config
 
     def receive_text(self, text: str) -> list[Event]:
         self._check_usable()
@@ -264,39 +348,54 @@ class ProtocolParser:
         return self._receive_object(fields)
 
     def _receive_object(self, fields: dict[str, object]) -> list[Event]:
-        is_speaking, is_finished, is_end_flag = (
+        is_speaking, is_finished, is_end = (
             _bool(name, fields[name]) if name in fields else None
             for name in ("is_speaking", "is_finished", "is_end")
         )
-        is_config = is_speaking is True or not CONFIG_KEYS.isdisjoint(fields)
-        is_end = is_speaking is False or is_finished is True or is_end_flag is True
-        if not is_config and not is_end:
-            raise ProtocolError("text frame is neither a config nor an end message")
-        events: list[Event] = []
-        if is_config:
-            events.append(self._start_utterance(fields))
-        if is_end:
-            events.append(self._end_utterance())
-        return events
+        ends = is_speaking is False or is_finished is True or is_end is True
+        acknowledge = is_end is True
+        sets_config = not CONFIG_KEYS.isdisjoint(fields)
+        if self.state is ParserState.STREAMING:
+            events: list[Event] = []
+            if sets_config:
+                update = self._update_utterance(fields)
+                if update is not None:
+                    events.append(update)
+            if ends:
+                events.append(self._end_utterance(acknowledge))
+            return events  # is_speaking: true, or unknown fields only: nothing to do
+        if ends:
+            if sets_config:
+                self.next_config = parse_config(fields, self.next_config)
+            return [EndWithoutUtterance(acknowledge, self.next_config)]
+        if is_speaking is True or sets_config:
+            return [self._start_utterance(fields)]
+        raise ProtocolError("text frame is neither a config nor an end message")
 
     def _start_utterance(self, fields: dict[str, object]) -> ConfigReceived:
-        if self.state is ParserState.STREAMING:
-            raise ProtocolError(
-                'config message in the middle of an utterance; send {"is_speaking": false} first'
-            )
-        config = parse_config(fields, self.config)
-        self.config = config
+        config = parse_config(fields, self.next_config)
+        self.config = self.next_config = config
         self.state = ParserState.STREAMING
         self.bytes_received = 0
         return ConfigReceived(config)
 
-    def _end_utterance(self) -> EndOfUtterance:
-        if self.state is not ParserState.STREAMING:
-            raise ProtocolError("end message with no utterance in progress; send a config first")
+    def _update_utterance(self, fields: dict[str, object]) -> ConfigUpdated | None:
+        """Every field is checked and kept for the next utterance; ``LIVE_FIELDS`` also
+        take effect now."""
+        assert self.config is not None
+        self.next_config = parse_config(fields, self.next_config)
+        live = {name: getattr(self.next_config, name) for name in LIVE_FIELDS if name in fields}
+        updated = replace(self.config, **live)
+        if updated == self.config:
+            return None
+        self.config = updated
+        return ConfigUpdated(updated)
+
+    def _end_utterance(self, acknowledge: bool) -> EndOfUtterance:
         if self._odd_byte:
             raise ProtocolError("the audio ended in the middle of a 16-bit sample")
         self.state = ParserState.ENDED
-        return EndOfUtterance()
+        return EndOfUtterance(acknowledge)
 
     def _receive_bytes(self, data: bytes) -> list[Event]:
         if self.state is ParserState.AWAITING_CONFIG:

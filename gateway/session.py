@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,13 +40,15 @@ from gateway.metrics import GatewayMetrics
 from gateway.protocol import (
     AudioReceived,
     ConfigReceived,
+    ConfigUpdated,
     EndOfUtterance,
+    EndWithoutUtterance,
     Event,
     ParserState,
     ProtocolParser,
     SessionConfig,
 )
-from gateway.results import error_message, result_message
+from gateway.results import end_acknowledgement, error_message, result_message
 from gateway.settings import GatewaySettings
 from gateway.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError, ProtocolError, ShuttingDownError, WorkerError
@@ -66,11 +68,27 @@ class _ClientGone(Exception):
     """The client closed the connection or dropped it: nobody to tell anything."""
 
 
+@dataclass(slots=True, eq=False)  # one per utterance, told apart by identity
+class _Label:
+    """What an utterance's messages say about it, shared by the forwarder (which changes
+    ``wav_name`` when a frame sets it, and ``acknowledge`` at an ``is_end`` end) and the
+    writer (which reads them as it sends)."""
+
+    mode: str
+    wav_name: str
+    acknowledge: bool = False  # the end asked for the end-of-input acknowledgement
+
+    @classmethod
+    def of(cls, config: SessionConfig) -> _Label:
+        return cls(config.mode, config.wav_name)
+
+
 @dataclass(slots=True)
 class _Utterance:
     """One utterance between its config and its end, as the forwarder holds it."""
 
     config: SessionConfig
+    label: _Label
     stream: AudioStream | None = None  # online, 2pass: opened at the config; offline: at the end
     cutter: ChunkCutter | None = None
     buffer: bytearray = field(default_factory=bytearray)  # offline: all; 2pass: this sentence
@@ -90,6 +108,7 @@ class _Opened:
     offline), or one 2pass sentence's streaming pass or its offline pass."""
 
     config: SessionConfig
+    label: _Label
     stream: AudioStream
     role: Role
     last: bool  # the utterance's last stream: its result carries is_final, and ends it
@@ -97,17 +116,40 @@ class _Opened:
     offset_ms: int = 0  # where the stream's audio starts in the utterance (its timestamps)
 
 
+@dataclass(frozen=True, slots=True)
+class _Acknowledge:
+    """An end with no utterance open that asked for its acknowledgement: sent in order,
+    after the results of the utterances before it."""
+
+    label: _Label
+
+
 def close_reason(message: str) -> str:
     """``message`` cut to what a close frame can carry, on a character boundary."""
     return message.encode("utf-8")[:MAX_REASON_BYTES].decode("utf-8", "ignore")
 
 
-async def close_with_error(websocket: WebSocket, error: GatewayError) -> None:
-    """Send our error frame, then close with the error's code; a gone client is fine."""
+async def close_with_error(
+    websocket: WebSocket,
+    error: GatewayError,
+    *,
+    mode: str = "2pass",
+    wav_name: str = "",
+    owed_acknowledgements: Sequence[_Label] = (),
+) -> None:
+    """Send our error frame, then close with the error's code; a gone client is fine.
+
+    ``owed_acknowledgements``: ends the client sent with ``is_end`` and still waits to have
+    acknowledged; each is answered first, failed (FunASR's Python client then raises the
+    error at once, rather than waiting out its timeout)."""
     code = error.close_code
     with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
         try:
-            await websocket.send_text(error_message(code, error.message))
+            for owed in owed_acknowledgements:
+                await websocket.send_text(
+                    end_acknowledgement(mode=owed.mode, wav_name=owed.wav_name, error=error.message)
+                )
+            await websocket.send_text(error_message(code, error.message, mode, wav_name))
             await websocket.close(code, close_reason(error.message))
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass  # the client left first, or the connection is already closed
@@ -154,9 +196,13 @@ class Session:
         self._metrics = metrics
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
-        self._opened_in, self._opened = anyio.create_memory_object_stream[_Opened](UTTERANCE_BUFFER)
+        self._opened_in, self._opened = anyio.create_memory_object_stream[_Opened | _Acknowledge](
+            UTTERANCE_BUFFER
+        )
         self._streams: set[AudioStream] = set()  # open pool streams, closed at the end
         self._open_utterances = 0  # configs received whose final result is not sent yet
+        # Ends that asked for the acknowledgement and have not had it, oldest first.
+        self._owed_acknowledgements: list[_Label] = []
         self._audio_bytes = 0
         self._idle_scope: anyio.CancelScope | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -186,7 +232,14 @@ class Session:
             code = self._error.close_code
             self._metrics.session_errors.labels(str(code)).inc()
             logger.info("closing a session with %d: %s", code, self._error.message)
-            await close_with_error(self._websocket, self._error)
+            config = self._parser.session_config
+            await close_with_error(
+                self._websocket,
+                self._error,
+                mode=config.mode,
+                wav_name=config.wav_name,
+                owed_acknowledgements=self._owed_acknowledgements,
+            )
 
     async def _guard(self, task: Callable[[], Awaitable[None]]) -> None:
         """Run one of the session's tasks; the first to fail ends the whole session."""
@@ -264,7 +317,7 @@ class Session:
                         f"the session sent more than {self._settings.max_session_s:g} s"
                         " of audio (ASR_MAX_SESSION_SECONDS)"
                     )
-            case EndOfUtterance():
+            case ConfigUpdated() | EndOfUtterance() | EndWithoutUtterance():
                 pass
 
     # -- forwarder --------------------------------------------------------------------
@@ -275,7 +328,7 @@ class Session:
             async for event in self._events:
                 match event:
                     case ConfigReceived(config=config):
-                        utterance = _Utterance(config)
+                        utterance = _Utterance(config, _Label.of(config))
                         if config.mode == "online":
                             await self._open_streaming(utterance, "online")
                         elif config.mode == "2pass":
@@ -296,10 +349,25 @@ class Session:
                         await self._stream_audio(utterance, pcm)
                         if utterance.config.mode == "offline":
                             utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
-                    case EndOfUtterance():
+                    case ConfigUpdated(config=config):
+                        # From now on: the name on results, the hotwords of decodes to come.
+                        assert utterance is not None, "the parser updates only an utterance"
+                        utterance.config = config
+                        utterance.label.wav_name = config.wav_name
+                    case EndOfUtterance(acknowledge=acknowledge):
                         assert utterance is not None, "the parser lets no end before a config"
+                        if acknowledge:
+                            # Set before the last stream can finish: the writer reads it then.
+                            utterance.label.acknowledge = True
+                            self._owed_acknowledgements.append(utterance.label)
                         await self._finish(utterance)
                         utterance = None
+                    case EndWithoutUtterance(acknowledge=True, config=config):
+                        label = _Label(config.mode, config.wav_name, acknowledge=True)
+                        self._owed_acknowledgements.append(label)
+                        await self._opened_in.send(_Acknowledge(label))
+                    case EndWithoutUtterance():
+                        pass  # a repeated end: nothing is owed for it
 
     @staticmethod
     async def _stream_audio(utterance: _Utterance, pcm: bytes) -> None:
@@ -358,17 +426,25 @@ class Session:
         return self._pool
 
     async def _open(
-        self, config: SessionConfig, pool: WorkerPool, role: Role, last: bool, offset_ms: int = 0
+        self,
+        config: SessionConfig,
+        label: _Label,
+        pool: WorkerPool,
+        role: Role,
+        last: bool,
+        offset_ms: int = 0,
     ) -> AudioStream:
         stream = pool.open_stream(config.stream_options())
         self._streams.add(stream)
-        opened = _Opened(config, stream, role, last, pool.text_is_delta, offset_ms)
+        opened = _Opened(config, label, stream, role, last, pool.text_is_delta, offset_ms)
         await self._opened_in.send(opened)
         return stream
 
     async def _open_streaming(self, utterance: _Utterance, role: Role) -> None:
         config = utterance.config
-        utterance.stream = await self._open(config, self._pool, role, last=role == "online")
+        utterance.stream = await self._open(
+            config, utterance.label, self._pool, role, last=role == "online"
+        )
         utterance.cutter = ChunkCutter(config.chunk_bytes)
 
     async def _finish(self, utterance: _Utterance) -> None:
@@ -387,7 +463,9 @@ class Session:
             await utterance.stream.finish(utterance.cutter.flush())
             return
         # Offline: the whole utterance in one go, as FunASR's offline server decodes it.
-        stream = await self._open(config, self._pool_for(config), "offline", last=True)
+        stream = await self._open(
+            config, utterance.label, self._pool_for(config), "offline", last=True
+        )
         audio, utterance.buffer = utterance.buffer, bytearray()
         await stream.finish(audio)
 
@@ -413,7 +491,9 @@ class Session:
         offset_ms = (utterance.sentence_origin + skip) * 1000 // (SAMPLE_RATE * 2)
         utterance.sentence_origin += len(sentence)
         pool = self._offline_pool or self._pool
-        stream = await self._open(utterance.config, pool, "2pass-offline", last, offset_ms)
+        stream = await self._open(
+            utterance.config, utterance.label, pool, "2pass-offline", last, offset_ms
+        )
         await stream.finish(sentence[skip:])
         if not last:
             await self._open_streaming(utterance, "2pass-online")
@@ -422,11 +502,21 @@ class Session:
 
     async def _write(self) -> None:
         async for opened in self._opened:
+            if isinstance(opened, _Acknowledge):
+                await self._acknowledge(opened.label)
+                continue
             async with opened.stream:
                 await self._relay(opened)
             self._streams.discard(opened.stream)
             if opened.last:
+                if opened.label.acknowledge:
+                    await self._acknowledge(opened.label)
                 self._utterance_done()
+
+    async def _acknowledge(self, label: _Label) -> None:
+        """FunASR's end-of-input acknowledgement, after the utterance's last result."""
+        await self._send(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
+        self._owed_acknowledgements.remove(label)
 
     async def _relay(self, opened: _Opened) -> None:
         """Send one stream's results. online: each non-empty partial, then the final.
@@ -442,7 +532,7 @@ class Session:
                         result_message(
                             mode="online",
                             text=result.text,
-                            wav_name=config.wav_name,
+                            wav_name=opened.label.wav_name,
                             is_final=result.is_final,
                             extra=timing_fields(result, worker),
                         )
@@ -453,7 +543,7 @@ class Session:
                         result_message(
                             mode="2pass-online",
                             text=result.text,
-                            wav_name=config.wav_name,
+                            wav_name=opened.label.wav_name,
                             is_final=False,
                             extra=timing_fields(result, worker),
                         )
@@ -475,7 +565,7 @@ class Session:
                     result_message(
                         mode=opened.role,
                         text=whole,
-                        wav_name=config.wav_name,
+                        wav_name=opened.label.wav_name,
                         is_final=opened.last,
                         extra=extra,
                     )

@@ -78,11 +78,24 @@ def check_offline(results: Sequence[Mapping[str, object]], pcm: bytes) -> None:
     assert final.keys() >= TIMING_FIELDS
 
 
+def funasr_reads(message: dict[str, Any]) -> dict[str, Any]:
+    """``message``, checked to be read by FunASR's clients without a fault: its HTML5 page
+    appends ``"" + text`` of every frame and ``JSON.parse``s ``timestamp``; funasr-client
+    indexes ``mode``; every client tests ``is_final``."""
+    assert isinstance(message.get("mode"), str), message
+    assert isinstance(message.get("text"), str), message
+    assert isinstance(message.get("wav_name"), str), message
+    assert isinstance(message.get("is_final"), bool), message
+    if "timestamp" in message:
+        assert isinstance(json.loads(message["timestamp"]), list), message
+    return message
+
+
 def receive_until_is_final(ws: WebSocketTestSession) -> list[dict[str, Any]]:
     """Every result up to and including the one with ``is_final``; no error frame."""
     messages: list[dict[str, Any]] = []
     while not messages or not messages[-1]["is_final"]:
-        message = ws.receive_json()
+        message = funasr_reads(ws.receive_json())
         assert "type" not in message, message
         messages.append(message)
     return messages

@@ -10,14 +10,17 @@ from gateway.protocol import (
     CONFIG_KEYS,
     AudioReceived,
     ConfigReceived,
+    ConfigUpdated,
     EndOfUtterance,
+    EndWithoutUtterance,
     ParserState,
     ProtocolParser,
     SessionConfig,
     parse_config,
+    parse_hotwords,
 )
 from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
-from shared.messages import StreamOptions
+from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, StreamOptions
 
 END = json.dumps({"is_speaking": False})
 
@@ -45,7 +48,7 @@ def test_defaults_are_funasrs() -> None:
     assert config.chunk_interval == 10
     assert (config.encoder_chunk_look_back, config.decoder_chunk_look_back) == (4, 0)
     assert (config.wav_name, config.wav_format, config.audio_fs) == ("microphone", "pcm", 16000)
-    assert (config.hotwords, config.itn) == ("", True)
+    assert (config.hotwords, config.itn) == ((), True)
 
 
 def test_chunk_bytes_is_the_middle_chunk_size_in_60ms_units_of_16bit_pcm() -> None:
@@ -53,12 +56,18 @@ def test_chunk_bytes_is_the_middle_chunk_size_in_60ms_units_of_16bit_pcm() -> No
     assert SessionConfig(chunk_size=(5, 1, 0)).chunk_bytes == 1920
 
 
-def test_stream_options_carry_chunking_and_look_backs() -> None:
+def test_stream_options_carry_chunking_look_backs_and_hotwords() -> None:
     config = SessionConfig(
-        chunk_size=(2, 8, 3), encoder_chunk_look_back=7, decoder_chunk_look_back=1
+        chunk_size=(2, 8, 3),
+        encoder_chunk_look_back=7,
+        decoder_chunk_look_back=1,
+        hotwords=("阿里巴巴",),
     )
     assert config.stream_options() == StreamOptions(
-        chunk_size=(2, 8, 3), encoder_chunk_look_back=7, decoder_chunk_look_back=1
+        chunk_size=(2, 8, 3),
+        encoder_chunk_look_back=7,
+        decoder_chunk_look_back=1,
+        hotwords=("阿里巴巴",),
     )
 
 
@@ -98,7 +107,7 @@ def test_config_message_starts_an_utterance() -> None:
         encoder_chunk_look_back=2,
         decoder_chunk_look_back=1,
         wav_name="demo",
-        hotwords="阿里巴巴 20",
+        hotwords=("阿里巴巴", "20"),
         itn=False,
     )
     assert events == [ConfigReceived(expected)]
@@ -124,17 +133,64 @@ def test_chunk_size_may_be_a_comma_separated_string(chunk_size: str) -> None:
     assert parser.config.chunk_size == (5, 10, 5)
 
 
-def test_hotwords_object_is_reserialised_as_a_string() -> None:
-    parser = streaming_parser(hotwords={"阿里巴巴": 20, "hello world": 40})
-    assert parser.config is not None
-    assert json.loads(parser.config.hotwords) == {"阿里巴巴": 20, "hello world": 40}
+@pytest.mark.parametrize(
+    ("hotwords", "words"),
+    [
+        # The HTML5 page, the C++ client and funasr-client: a JSON object string.
+        ('{"阿里巴巴": 20, "达摩院": 10}', ("阿里巴巴", "达摩院")),
+        ({"阿里巴巴": 20, "hello world": 40}, ("阿里巴巴", "hello", "world")),  # the object
+        # FunASR's Python client joins its hotword file's first words with commas.
+        ("阿里巴巴,达摩院", ("阿里巴巴", "达摩院")),
+        (" 阿里巴巴  达摩院\n魔搭 ", ("阿里巴巴", "达摩院", "魔搭")),
+        ("阿里巴巴\uff0c达摩院、阿里巴巴", ("阿里巴巴", "达摩院")),  # full-width, repeated
+        ("{not json", ("{not", "json")),  # as the C++ server: plain words then
+        ("{}", ()),  # the HTML5 page with an empty hotword box
+        ("", ()),
+    ],
+)
+def test_hotwords_in_every_form_funasr_clients_send_become_words(
+    hotwords: object, words: tuple[str, ...]
+) -> None:
+    assert parse_hotwords("hotwords", hotwords) == words
 
 
-def test_config_and_end_in_one_message_yield_both_events() -> None:
+def test_hotwords_within_the_limits_are_accepted() -> None:
+    words = tuple(f"{i:0{MAX_HOTWORD_CHARS}d}" for i in range(MAX_HOTWORDS))
+    assert parse_hotwords("hotwords", " ".join(words)) == words
+
+
+@pytest.mark.parametrize(
+    ("hotwords", "match"),
+    [
+        (" ".join(f"w{i}" for i in range(MAX_HOTWORDS + 1)), "at most"),
+        ("x" * (MAX_HOTWORD_CHARS + 1), "at most"),
+        (" ".join(f"{i:03d}" + "阿" * (MAX_HOTWORD_CHARS - 3) for i in range(200)), "bytes"),
+        (["a", "b"], "must be a string"),
+        (20, "must be a string"),
+        ("\ud800", "not valid Unicode"),
+    ],
+)
+def test_hotwords_past_the_limits_or_of_the_wrong_type_are_refused(
+    hotwords: object, match: str
+) -> None:
+    with pytest.raises(ProtocolError, match=match):
+        parse_hotwords("hotwords", hotwords)
+
+
+def test_a_nested_hotwords_object_gives_its_keys() -> None:
+    hotwords: dict[str, object] = {}
+    for _ in range(100_000):
+        hotwords = {"w": hotwords}
+    assert parse_config({"hotwords": hotwords}).hotwords == ("w",)
+
+
+def test_config_and_end_with_nothing_open_set_the_next_utterance_and_end_nothing() -> None:
     parser = ProtocolParser()
-    events = parser.receive_text('{"mode": "offline", "is_speaking": false}')
-    assert events == [ConfigReceived(SessionConfig(mode="offline")), EndOfUtterance()]
-    assert parser.state is ParserState.ENDED
+    events = parser.receive_text('{"mode": "offline", "is_speaking": false, "is_end": true}')
+    assert events == [EndWithoutUtterance(True, SessionConfig(mode="offline"))]
+    assert parser.state is ParserState.AWAITING_CONFIG
+    events = parser.receive_text('{"is_speaking": true}')
+    assert events == [ConfigReceived(SessionConfig(mode="offline"))]
 
 
 def test_config_after_end_starts_a_new_utterance() -> None:
@@ -145,10 +201,47 @@ def test_config_after_end_starts_a_new_utterance() -> None:
     assert parser.state is ParserState.STREAMING
 
 
-def test_config_while_streaming_is_refused() -> None:
+def test_the_html5_pages_stop_frame_ends_the_utterance_and_keeps_its_config() -> None:
+    parser = streaming_parser(chunk_size=[5, 10, 5], wav_name="h5", chunk_interval=10)
+    stop = {"chunk_size": [5, 10, 5], "wav_name": "h5", "is_speaking": False}
+    events = parser.receive_text(json.dumps({**stop, "chunk_interval": 10, "mode": "2pass"}))
+    assert events == [EndOfUtterance(acknowledge=False)]
+    assert parser.state is ParserState.ENDED
+    assert parser.config is not None
+    assert parser.config.mode == "online"  # the utterance's own, to its end
+    assert parser.next_config.mode == "2pass"  # the next utterance's
+
+
+def test_a_config_mid_utterance_updates_the_name_and_hotwords_at_once() -> None:
+    parser = streaming_parser(wav_name="a", hotwords="甲")
+    events = parser.receive_text('{"wav_name": "b", "hotwords": "乙 丙", "is_speaking": true}')
+    expected = SessionConfig(mode="online", wav_name="b", hotwords=("乙", "丙"))
+    assert events == [ConfigUpdated(expected)]
+    assert parser.config == parser.session_config == expected
+    assert parser.state is ParserState.STREAMING
+
+
+def test_a_config_mid_utterance_keeps_the_running_streams_shape_until_the_next() -> None:
+    parser = streaming_parser(chunk_size=[5, 10, 5])
+    events = parser.receive_text('{"mode": "offline", "chunk_size": [0, 8, 4]}')
+    assert events == []  # nothing that can change under the running stream
+    assert parser.config is not None
+    assert (parser.config.mode, parser.config.chunk_size) == ("online", (5, 10, 5))
+    parser.receive_text(END)
+    (started,) = parser.receive_text('{"is_speaking": true}')
+    assert started == ConfigReceived(SessionConfig(mode="offline", chunk_size=(0, 8, 4)))
+
+
+@pytest.mark.parametrize(
+    "fields", [{"mode": "streaming"}, {"audio_fs": 8000}, {"wav_format": "mp3"}]
+)
+def test_a_field_that_cannot_be_honoured_is_refused_mid_utterance_too(
+    fields: dict[str, object],
+) -> None:
     parser = streaming_parser()
-    with pytest.raises(ProtocolError, match="is_speaking"):
-        parser.receive_text('{"mode": "online"}')
+    with pytest.raises(ProtocolError):
+        parser.receive_text(json.dumps({**fields, "is_speaking": False}))
+    assert parser.state is ParserState.FAILED
 
 
 # --- Validation ------------------------------------------------------------------------
@@ -251,9 +344,11 @@ def test_object_that_is_neither_config_nor_end_is_refused() -> None:
         ProtocolParser().receive_text('{"hello": "world"}')
 
 
-def test_is_finished_false_alone_is_neither_config_nor_end() -> None:
-    with pytest.raises(ProtocolError, match="neither"):
-        streaming_parser().receive_text('{"is_finished": false}')
+@pytest.mark.parametrize("text", ['{"is_finished": false}', '{"is_speaking": true}', "{}"])
+def test_a_frame_that_changes_nothing_mid_utterance_is_no_event(text: str) -> None:
+    parser = streaming_parser()
+    assert parser.receive_text(text) == []
+    assert parser.state is ParserState.STREAMING
 
 
 def test_text_over_the_limit_is_too_large() -> None:
@@ -351,20 +446,32 @@ def test_bytes_received_counts_the_current_utterance() -> None:
 )
 def test_end_message_ends_the_utterance(text: str) -> None:
     parser = streaming_parser()
-    assert parser.receive_text(text) == [EndOfUtterance()]
+    assert parser.receive_text(text) == [EndOfUtterance(acknowledge="is_end" in text)]
     assert parser.state is ParserState.ENDED
 
 
-def test_end_before_config_is_refused() -> None:
-    with pytest.raises(ProtocolError, match="no utterance in progress"):
-        ProtocolParser().receive_text(END)
-
-
-def test_second_end_is_refused() -> None:
+def test_is_end_asks_for_the_acknowledgement() -> None:
+    # FunASR's Python client (@3c58cb5) ends every file with exactly this.
     parser = streaming_parser()
+    events = parser.receive_text('{"is_speaking": false, "is_end": true}')
+    assert events == [EndOfUtterance(acknowledge=True)]
+
+
+def test_end_before_config_is_only_acknowledged() -> None:
+    assert ProtocolParser().receive_text(END) == [EndWithoutUtterance(False, SessionConfig())]
+    parser = ProtocolParser()
+    assert parser.receive_text('{"is_end": true}') == [EndWithoutUtterance(True, SessionConfig())]
+
+
+def test_second_end_is_only_acknowledged() -> None:
+    # funasr-client's close() sends {"is_speaking": false} again after the final result.
+    parser = streaming_parser(wav_name="f")
     parser.receive_text(END)
-    with pytest.raises(ProtocolError, match="no utterance in progress"):
-        parser.receive_text(END)
+    expected = SessionConfig(mode="online", wav_name="f")
+    assert parser.receive_text(END) == [EndWithoutUtterance(False, expected)]
+    events = parser.receive_text('{"is_speaking": false, "is_end": true}')
+    assert events == [EndWithoutUtterance(True, expected)]
+    assert parser.state is ParserState.ENDED
 
 
 # --- After an error --------------------------------------------------------------------
@@ -440,14 +547,6 @@ def test_any_input_raises_only_gateway_errors(frames: list[str | bytes]) -> None
             if isinstance(event, AudioReceived):
                 assert event.pcm
                 assert len(event.pcm) % 2 == 0
-
-
-def test_hotwords_nested_too_deeply_to_reserialise_are_a_protocol_error() -> None:
-    hotwords: dict[str, object] = {}
-    for _ in range(100_000):
-        hotwords = {"w": hotwords}
-    with pytest.raises(ProtocolError, match="hotwords"):
-        parse_config({"hotwords": hotwords})
 
 
 def test_timing_is_an_opt_in_boolean_kept_across_utterances() -> None:
