@@ -64,7 +64,7 @@ def final_text(messages: list[dict[str, Any]], mode: str) -> str:
     """The utterance's text as FunASR's clients assemble it: online, the partials' deltas
     and the final; offline, the one result; 2pass, the 2pass-offline sentences."""
     if mode == "online":
-        texts = [m["text"] for m in messages if m["mode"] == "online"]
+        texts = [str(m["text"]) for m in messages if m["mode"] == "online"]
         return texts[-1]  # the checksum engine's text is over all the audio so far
     wanted = "offline" if mode == "offline" else "2pass-offline"
     return "".join(m["text"] for m in messages if m["mode"] == wanted)
