@@ -54,7 +54,7 @@ from shared.errors import (
     WorkerLoadError,
 )
 from shared.gc_tuning import latency_tuned_gc
-from shared.messages import StreamResult
+from shared.messages import StreamOptions, StreamResult
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool, WorkerStatus
 
@@ -343,14 +343,15 @@ class Gateway:
 
     async def _transcribe_taken(self, request: Request, serving: _Serving) -> Response:
         settings = serving.settings
-        data, source = await read_audio(
+        audio = await read_audio(
             request.headers.get("content-type", ""), request, settings.transcribe
         )
-        if len(data) > settings.transcribe.max_bytes:
+        if len(audio.data) > settings.transcribe.max_bytes:
             raise TranscribeError(413, "the audio is larger than ASR_TRANSCRIBE_MAX_BYTES")
-        samples = await anyio.to_thread.run_sync(decode_wav, data, settings.max_session_s)
+        samples = await anyio.to_thread.run_sync(decode_wav, audio.data, settings.max_session_s)
+        options = StreamOptions(hotwords=audio.hotwords)
         try:
-            transcript = await serving.whole_utterance_pool.transcribe_with_times(samples)
+            transcript = await serving.whole_utterance_pool.transcribe_with_times(samples, options)
         except GatewayError as error:
             raise refusal_for(error) from None
         self.metrics.transcriptions.labels("200").inc()
@@ -358,7 +359,7 @@ class Gateway:
         body: dict[str, object] = {
             "text": transcript.text,
             "duration_s": duration_s(samples),
-            "source": source,
+            "source": audio.source,
             "model": decoder.model.description if decoder.model else "",
             "engine": decoder.engine,
         }

@@ -1,9 +1,11 @@
 """``POST /v1/transcribe``: a whole file in, its text out.
 
 The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "..."}``
-fetched with ``httpx``. It must be WAV (any rate, any channel count, 16/24/32-bit or float);
-it is mixed to mono and resampled to 16 kHz (``soxr``) off the event loop, then decoded as
-one utterance by the pool. Every refusal is an HTTP status with a JSON ``error``:
+fetched with ``httpx``; ``hotwords`` (a form field, or a JSON key) takes either form
+FunASR's clients send, as in a WebSocket config. It must be WAV (any rate, any channel
+count, 16/24/32-bit or float); it is mixed to mono and resampled to 16 kHz (``soxr``) off
+the event loop, then decoded as one utterance by the pool. Every refusal is an HTTP
+status with a JSON ``error``:
 
 - 400: no file, an empty or truncated WAV, a URL that is not http(s), a URL whose host
   resolves to a private, loopback or link-local address (unless ``ASR_FETCH_ALLOW_PRIVATE``),
@@ -32,7 +34,8 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from shared.errors import GatewayError, OverCapacityError, ShuttingDownError
+from gateway.protocol import parse_hotwords
+from shared.errors import GatewayError, OverCapacityError, ProtocolError, ShuttingDownError
 from shared.messages import SAMPLE_RATE
 from shared.settings import env_positive_float, env_positive_int
 
@@ -190,10 +193,24 @@ async def _check_url(url: str, allow_private: bool) -> None:
 # -- the request ----------------------------------------------------------------------------
 
 
-async def read_audio(
-    content_type: str, body: Any, settings: TranscribeSettings
-) -> tuple[bytes, str]:
-    """The audio bytes of a request and where they came from (the file name or the URL).
+@dataclass(frozen=True, slots=True)
+class AudioRequest:
+    data: bytes
+    source: str  # the file name or the URL
+    hotwords: tuple[str, ...] = ()
+
+
+def _hotwords(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    try:
+        return parse_hotwords("hotwords", value)
+    except ProtocolError as error:
+        raise TranscribeError(400, error.message) from None
+
+
+async def read_audio(content_type: str, body: Any, settings: TranscribeSettings) -> AudioRequest:
+    """The audio bytes of a request, where they came from, and its hotwords.
 
     ``body`` is the Starlette request.
     """
@@ -204,8 +221,12 @@ async def read_audio(
             raise TranscribeError(400, "the multipart request has no 'file' field")
         if upload.size is not None and upload.size > settings.max_bytes:
             raise _too_large(settings.max_bytes)
+        hotwords = form.get("hotwords")
+        if hotwords is not None and not isinstance(hotwords, str):
+            raise TranscribeError(400, "the 'hotwords' field must be text, not a file")
+        words = _hotwords(hotwords)
         data = await upload.read()
-        return data, str(upload.filename or "upload")
+        return AudioRequest(data, str(upload.filename or "upload"), words)
     if content_type.startswith("application/json"):
         raw = await body.body()
         if len(raw) > 65536:
@@ -217,7 +238,8 @@ async def read_audio(
         url = payload.get("url") if isinstance(payload, dict) else None
         if not isinstance(url, str):
             raise TranscribeError(400, 'the JSON body must be {"url": "http(s)://..."}')
-        return await fetch(url, settings), url
+        words = _hotwords(payload.get("hotwords"))
+        return AudioRequest(await fetch(url, settings), url, words)
     raise TranscribeError(
         415, "send multipart/form-data with a 'file' field, or application/json with a 'url'"
     )

@@ -90,6 +90,32 @@ def test_bad_uploads_are_refused_with_a_reason(
     assert fragment in error["message"]
 
 
+@pytest.mark.parametrize(
+    "hotwords", ["阿里巴巴 达摩院", '{"阿里巴巴": 20}', ""], ids=["words", "object", "empty"]
+)
+def test_hotwords_in_either_form_are_taken_with_an_upload(
+    client: TestClient, hotwords: str
+) -> None:
+    # The checksum engine ignores them, as a model without hotwords does: the text stands.
+    samples = speech(1.0)
+    data = wav_bytes(samples)
+    files = {"file": ("a.wav", data, "audio/wav")}
+    response = client.post("/v1/transcribe", files=files, data={"hotwords": hotwords})
+    assert response.status_code == 200, response.json()
+    assert response.json()["text"] == checksum(samples.astype("<i2").tobytes())
+
+
+def test_hotwords_past_the_limits_are_refused_with_400(client: TestClient) -> None:
+    files = {"file": ("a.wav", wav_bytes(speech(0.5)), "audio/wav")}
+    response = client.post("/v1/transcribe", files=files, data={"hotwords": "x" * 33})
+    assert response.status_code == 400
+    assert "hotword" in response.json()["error"]["message"]
+    body = {"url": "http://127.0.0.1:9/a.wav", "hotwords": ["a"]}
+    response = client.post("/v1/transcribe", json=body)
+    assert response.status_code == 400
+    assert "hotwords must be a string" in response.json()["error"]["message"]
+
+
 def test_requests_that_are_neither_multipart_nor_json_get_415(client: TestClient) -> None:
     response = client.post("/v1/transcribe", content=b"RIFF", headers={"content-type": "audio/wav"})
     assert response.status_code == 415
