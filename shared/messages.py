@@ -42,6 +42,8 @@ class StreamOptions:
         for look_back in (self.encoder_chunk_look_back, self.decoder_chunk_look_back):
             if not isinstance(look_back, int) or not 0 <= look_back <= 0xFFFF:
                 raise ValueError("look-back values must be integers in 0..65535")
+        if not isinstance(self.hotwords, tuple):  # a str would pass as its characters
+            raise ValueError("hotwords must be a tuple of words")
         if len(self.hotwords) > MAX_HOTWORDS:
             raise ValueError(f"at most {MAX_HOTWORDS} hotwords")
         for word in self.hotwords:
@@ -49,7 +51,11 @@ class StreamOptions:
                 raise ValueError(f"a hotword is a string of 1..{MAX_HOTWORD_CHARS} characters")
             if any(character.isspace() for character in word):
                 raise ValueError(f"a hotword has no whitespace in it: {word!r}")
-        if len(" ".join(self.hotwords).encode("utf-8", "surrogatepass")) > MAX_HOTWORDS_BYTES:
+        try:
+            size = len(" ".join(self.hotwords).encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): no UTF-8 to send
+            raise ValueError("a hotword is not valid Unicode text") from None
+        if size > MAX_HOTWORDS_BYTES:
             raise ValueError(f"hotwords take at most {MAX_HOTWORDS_BYTES} bytes of UTF-8")
 
     @property

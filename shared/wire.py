@@ -1,7 +1,9 @@
-"""The fixed-size command header that crosses a worker's pipe, and the slab's slot layout.
+"""The command messages that cross a worker's pipe, and the slab's slot layout.
 
 Audio never crosses the pipe: the parent writes it into a slot of the worker's shared-memory
-slab and sends only this 40-byte header. Pure data, no I/O: both sides import it.
+slab and sends only a fixed 40-byte header. OPEN alone has more: the stream's hotwords, as
+UTF-8 after its header in the same message, their byte count in the header's ``length``.
+Pure data, no I/O: both sides import it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from shared.messages import StreamOptions
 
 
 class CommandKind(enum.IntEnum):
-    OPEN = 1  # bind a stream to this worker, with its decoding options
+    OPEN = 1  # bind a stream to this worker, with its decoding options (hotwords after)
     AUDIO = 2  # samples in ``slot`` (shm) or after the header (queue)
     CLOSE = 3  # the stream was abandoned: drop its state, send nothing
     STOP = 4  # finish what is queued, then exit
@@ -27,6 +29,9 @@ NO_SLOT = -1
 # all processes on the machine share), chunk_size[0..2], encoder and decoder look-back.
 _HEADER = struct.Struct("<BBxxIIiIQ5H2x")
 HEADER_SIZE = _HEADER.size
+# OPEN's payload: the hotwords joined by one space (whitespace, which no word contains), the
+# way StreamOptions counts them against MAX_HOTWORDS_BYTES.
+_HOTWORD_SEPARATOR = " "
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,15 +50,22 @@ class CommandHeader:
         return bool(self.flags & FLAG_FINAL)
 
     def pack(self) -> bytes:
+        """The whole pipe message: the header, then for OPEN the hotwords, whose byte count
+        is the ``length`` written (whatever ``self.length`` says)."""
         options = self.options or StreamOptions()
         a, b, c = options.chunk_size
-        return _HEADER.pack(
+        payload = b""
+        length = self.length
+        if self.kind is CommandKind.OPEN:
+            payload = _HOTWORD_SEPARATOR.join(options.hotwords).encode("utf-8")
+            length = len(payload)
+        header = _HEADER.pack(
             self.kind,
             self.flags,
             self.stream_id,
             self.seq,
             self.slot,
-            self.length,
+            length,
             self.sent_ns,
             a,
             b,
@@ -61,19 +73,41 @@ class CommandHeader:
             options.encoder_chunk_look_back,
             options.decoder_chunk_look_back,
         )
+        return header + payload
 
     @classmethod
     def unpack(cls, data: bytes | memoryview) -> CommandHeader:
-        kind, flags, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = _HEADER.unpack(data)
+        """Decode one pipe message; ``ValueError`` if it is not exactly one command."""
+        if len(data) < HEADER_SIZE:
+            raise ValueError(f"a command is at least {HEADER_SIZE} bytes, got {len(data)}")
+        fields = _HEADER.unpack(data[:HEADER_SIZE])
+        kind, flags, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = fields
         command_kind = CommandKind(kind)
+        payload = data[HEADER_SIZE:]
+        if len(payload) != (length if command_kind is CommandKind.OPEN else 0):
+            raise ValueError(
+                f"{command_kind.name} command: {len(payload)} bytes after the header"
+                f" (length field {length})"
+            )
         options = None
         if command_kind is CommandKind.OPEN:
             options = StreamOptions(
                 chunk_size=(a, b, c),
                 encoder_chunk_look_back=enc,
                 decoder_chunk_look_back=dec,
+                hotwords=_decode_hotwords(payload),
             )
         return cls(command_kind, stream_id, seq, slot, length, flags, sent_ns, options)
+
+
+def _decode_hotwords(payload: bytes | memoryview) -> tuple[str, ...]:
+    """The words of an OPEN payload; StreamOptions then refuses what no sender would send
+    (an empty word from doubled separators, too many, too long)."""
+    try:
+        text = bytes(payload).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"OPEN command: hotwords are not UTF-8 ({exc})") from None
+    return tuple(text.split(_HOTWORD_SEPARATOR)) if text else ()
 
 
 @dataclass(frozen=True, slots=True)

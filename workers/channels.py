@@ -1,7 +1,8 @@
 """The two command transports between the parent and a worker.
 
 ``shm``: audio is written into a slot of the worker's slab; only the fixed 40-byte header
-crosses a pipe. ``queue``: header and audio bytes are pickled through a
+crosses a pipe (and, after an OPEN's header, the stream's hotwords: ``shared.wire``).
+``queue``: header and audio bytes are pickled through a
 ``multiprocessing.Queue``, as the original write-up did, kept so that the benchmark can
 compare the two on the same machine. Both use the same slot numbers as credits, so the
 backpressure is identical and only the way the bytes travel differs.

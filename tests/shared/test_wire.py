@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import struct
+
 import pytest
 
-from shared.messages import StreamOptions
+from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, MAX_HOTWORDS_BYTES, StreamOptions
 from shared.wire import (
     FLAG_FINAL,
     HEADER_SIZE,
@@ -40,6 +42,61 @@ def test_open_header_carries_options() -> None:
     decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 3, options=options).pack())
     assert decoded.kind is CommandKind.OPEN
     assert decoded.options == options
+
+
+@pytest.mark.parametrize(
+    "hotwords",
+    [
+        pytest.param((), id="none"),
+        pytest.param(("ASR",), id="ascii"),
+        pytest.param(("阿里巴巴", "达摩院", "Zürich", "🎤麦克风"), id="non-ascii"),
+        pytest.param(("http://127.0.0.1:9/x", "/etc/hostname.txt"), id="url-and-path-as-words"),
+    ],
+)
+def test_open_carries_hotwords_after_its_header(hotwords: tuple[str, ...]) -> None:
+    options = StreamOptions(chunk_size=(5, 10, 5), hotwords=hotwords)
+    packed = CommandHeader(CommandKind.OPEN, 3, options=options).pack()
+    payload = " ".join(hotwords).encode("utf-8")
+    assert packed[HEADER_SIZE:] == payload  # one message: header, then the words
+    decoded = CommandHeader.unpack(packed)
+    assert decoded.options == options
+    assert decoded.length == len(payload)
+
+
+def test_the_largest_hotword_set_round_trips() -> None:
+    # 127 words of 32 four-byte characters, 127 spaces and "a": exactly the byte budget.
+    words = ("🎤" * MAX_HOTWORD_CHARS,) * 127 + ("a",)
+    assert len(" ".join(words).encode("utf-8")) == MAX_HOTWORDS_BYTES
+    options = StreamOptions(hotwords=words)
+    decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 1, options=options).pack())
+    assert decoded.options == options
+
+
+def _open_with_payload(payload: bytes, length: int | None = None) -> bytes:
+    header = bytearray(CommandHeader(CommandKind.OPEN, 3).pack())
+    struct.pack_into("<I", header, 16, len(payload) if length is None else length)
+    return bytes(header) + payload
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        pytest.param(_open_with_payload(b"\xff\xfe"), "not UTF-8", id="not-utf8"),
+        pytest.param(_open_with_payload("阿".encode()[:2]), "not UTF-8", id="cut-mid-character"),
+        pytest.param(_open_with_payload(b"a  b"), "1..32", id="empty-word"),
+        pytest.param(_open_with_payload(b"a "), "1..32", id="trailing-separator"),
+        pytest.param(_open_with_payload(b"x" * 33), "1..32", id="word-too-long"),
+        pytest.param(_open_with_payload(b"a\tb"), "whitespace", id="tab-inside"),
+        pytest.param(_open_with_payload(b" ".join([b"w"] * 257)), "256", id="too-many"),
+        pytest.param(_open_with_payload(b"abc", length=5), "3 bytes after", id="short"),
+        pytest.param(_open_with_payload(b"abc", length=2), "3 bytes after", id="long"),
+        pytest.param(CommandHeader(CommandKind.CLOSE, 3).pack() + b"x", "CLOSE", id="not-open"),
+        pytest.param(b"\x01" * 39, "at least 40", id="truncated-header"),
+    ],
+)
+def test_a_malformed_open_payload_is_refused(data: bytes, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        CommandHeader.unpack(data)
 
 
 def test_only_open_headers_decode_options() -> None:
@@ -81,3 +138,28 @@ def test_stream_options_validate() -> None:
         StreamOptions(chunk_size=(0, 0, 5))
     with pytest.raises(ValueError, match="look-back"):
         StreamOptions(encoder_chunk_look_back=-1)
+
+
+def test_stream_options_bound_the_hotwords() -> None:
+    words = tuple(f"w{i}" for i in range(MAX_HOTWORDS))
+    assert StreamOptions(hotwords=words).hotwords == words
+    assert StreamOptions(hotwords=("x" * MAX_HOTWORD_CHARS,)).hotwords
+    refused = [
+        ((*words, "one-more"), "at most 256"),
+        (("x" * (MAX_HOTWORD_CHARS + 1),), "1..32"),
+        (("",), "1..32"),
+        (("two words",), "whitespace"),
+        (("全角\u3000空格",), "whitespace"),  # funasr's str.split() would cut it in two
+        (("line\nbreak",), "whitespace"),
+        (("\ud800",), "not valid Unicode"),
+        (("🎤" * MAX_HOTWORD_CHARS,) * 127 + ("ab",), "bytes of UTF-8"),  # one byte over
+    ]
+    for hotwords, match in refused:
+        with pytest.raises(ValueError, match=match):
+            StreamOptions(hotwords=hotwords)
+
+
+@pytest.mark.parametrize("hotwords", [["a", "b"], "ab", ("a", 1)])
+def test_stream_options_take_hotwords_as_a_tuple_of_strings(hotwords: object) -> None:
+    with pytest.raises(ValueError, match="hotword"):
+        StreamOptions(hotwords=hotwords)  # type: ignore[arg-type]
