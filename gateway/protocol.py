@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from typing import Literal, TypeGuard, TypeVar
 
+from gateway.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
 from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
 from shared.messages import (
     MAX_HOTWORD_CHARS,
@@ -211,9 +212,13 @@ def _wav_format(name: str, value: object) -> str:
 
 
 def _audio_fs(name: str, value: object) -> int:
-    if not (_is_int(value) and value == SAMPLE_RATE):
-        raise ProtocolError(f"{name}: only {SAMPLE_RATE} Hz PCM is accepted, got {value!r:.40}")
-    return SAMPLE_RATE
+    # FunASR's clients send a WAV file's own rate; the session resamples it to 16 kHz.
+    if not (_is_int(value) and MIN_AUDIO_FS <= value <= MAX_AUDIO_FS):
+        raise ProtocolError(
+            f"{name}: PCM of {MIN_AUDIO_FS}..{MAX_AUDIO_FS} Hz is accepted"
+            f" (resampled to {SAMPLE_RATE}), got {value!r:.40}"
+        )
+    return value
 
 
 # FunASR's Python client joins its hotword file's words with commas; others use spaces.

@@ -48,6 +48,7 @@ from gateway.protocol import (
     ProtocolParser,
     SessionConfig,
 )
+from gateway.resample import PcmResampler, resampled_bytes
 from gateway.results import end_acknowledgement, error_message, result_message
 from gateway.settings import GatewaySettings
 from gateway.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, vad_events
@@ -89,6 +90,7 @@ class _Utterance:
 
     config: SessionConfig
     label: _Label
+    resampler: PcmResampler | None = None  # audio_fs other than 16 kHz
     stream: AudioStream | None = None  # online, 2pass: opened at the config; offline: at the end
     cutter: ChunkCutter | None = None
     buffer: bytearray = field(default_factory=bytearray)  # offline: all; 2pass: this sentence
@@ -311,7 +313,8 @@ class Session:
                 self._open_utterances += 1
                 self._metrics.utterances.labels(config.mode).inc()
             case AudioReceived(pcm=pcm):
-                self._audio_bytes += len(pcm)
+                config = self._parser.session_config
+                self._audio_bytes += resampled_bytes(len(pcm), config.audio_fs)
                 if self._audio_bytes > self._settings.max_session_bytes:
                     raise ProtocolError(
                         f"the session sent more than {self._settings.max_session_s:g} s"
@@ -329,6 +332,8 @@ class Session:
                 match event:
                     case ConfigReceived(config=config):
                         utterance = _Utterance(config, _Label.of(config))
+                        if config.audio_fs != SAMPLE_RATE:
+                            utterance.resampler = PcmResampler(config.audio_fs)
                         if config.mode == "online":
                             await self._open_streaming(utterance, "online")
                         elif config.mode == "2pass":
@@ -340,15 +345,9 @@ class Session:
                                 utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
                     case AudioReceived(pcm=pcm):
                         assert utterance is not None, "the parser lets no audio before a config"
-                        if utterance.vad is not None:
-                            await self._two_pass_vad_audio(utterance, pcm)
-                            continue
-                        if utterance.endpointer is not None:
-                            await self._two_pass_audio(utterance, pcm)
-                            continue
-                        await self._stream_audio(utterance, pcm)
-                        if utterance.config.mode == "offline":
-                            utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
+                        if utterance.resampler is not None:
+                            pcm = utterance.resampler.push(pcm)
+                        await self._audio(utterance, pcm)
                     case ConfigUpdated(config=config):
                         # From now on: the name on results, the hotwords of decodes to come.
                         assert utterance is not None, "the parser updates only an utterance"
@@ -360,6 +359,8 @@ class Session:
                             # Set before the last stream can finish: the writer reads it then.
                             utterance.label.acknowledge = True
                             self._owed_acknowledgements.append(utterance.label)
+                        if utterance.resampler is not None:
+                            await self._audio(utterance, utterance.resampler.flush())
                         await self._finish(utterance)
                         utterance = None
                     case EndWithoutUtterance(acknowledge=True, config=config):
@@ -368,6 +369,17 @@ class Session:
                         await self._opened_in.send(_Acknowledge(label))
                     case EndWithoutUtterance():
                         pass  # a repeated end: nothing is owed for it
+
+    async def _audio(self, utterance: _Utterance, pcm: bytes) -> None:
+        """16 kHz PCM of the utterance, to its passes as its mode has them."""
+        if utterance.vad is not None:
+            await self._two_pass_vad_audio(utterance, pcm)
+        elif utterance.endpointer is not None:
+            await self._two_pass_audio(utterance, pcm)
+        else:
+            await self._stream_audio(utterance, pcm)
+            if utterance.config.mode == "offline":
+                utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
 
     @staticmethod
     async def _stream_audio(utterance: _Utterance, pcm: bytes) -> None:

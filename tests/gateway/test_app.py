@@ -101,7 +101,7 @@ BAD_INPUT = [
     pytest.param([config(chunk_size="5,10")], 1008, "chunk_size", id="chunk-size-string"),
     pytest.param([config(chunk_size=[5, 0, 5])], 1008, "chunk_size", id="chunk-size-zero"),
     pytest.param([b"\x00\x01"], 1008, "before the config", id="audio-before-config"),
-    pytest.param([config(audio_fs=8000)], 1008, "16000", id="audio-fs-8000"),
+    pytest.param([config(audio_fs=96000)], 1008, "8000..48000", id="audio-fs-96000"),
     pytest.param([config(wav_format="mp3")], 1008, "pcm", id="wav-format-mp3"),
     pytest.param([config(), END, b"\x00\x01"], 1008, "after the end", id="binary-after-end"),
     pytest.param([json.dumps({"hello": 1})], 1008, "neither", id="neither-config-nor-end"),

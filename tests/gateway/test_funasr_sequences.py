@@ -19,7 +19,9 @@ import wave
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
+import soxr
 from starlette.testclient import TestClient, WebSocketTestSession
 from starlette.websockets import WebSocketDisconnect
 
@@ -77,7 +79,7 @@ def wait_until_bound(client: TestClient, streams: int, timeout: float = 20.0) ->
         time.sleep(0.02)
 
 
-def python_client_config(mode: str, wav_name: str) -> str:
+def python_client_config(mode: str, wav_name: str, audio_fs: int = 16000) -> str:
     """What funasr_wss_client.py's record_from_scp sends first, field for field."""
     return json.dumps(
         {
@@ -86,7 +88,7 @@ def python_client_config(mode: str, wav_name: str) -> str:
             "chunk_interval": 10,
             "encoder_chunk_look_back": 4,
             "decoder_chunk_look_back": 0,
-            "audio_fs": 16000,
+            "audio_fs": audio_fs,  # the WAV file's own rate
             "wav_name": wav_name,
             "wav_format": "pcm",
             "is_speaking": True,
@@ -191,6 +193,29 @@ def test_html5_file_mode_sends_the_whole_file_and_closes_on_the_final(
         ws.send_text(json.dumps({**stop, "chunk_interval": 10, "mode": "offline"}))
         (final,) = receive_until(ws, "is_final")
     assert (final["mode"], final["text"]) == ("offline", checksum(file_bytes))
+
+
+@pytest.mark.parametrize("rate", [8000, 44100])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_wav_files_own_rate_is_resampled_to_16khz(
+    client: TestClient, mode: str, rate: int
+) -> None:
+    # funasr_wss_client.py and the HTML5 page send a WAV's rate as audio_fs, its samples raw.
+    samples = np.random.default_rng(rate).normal(0, 3000, size=rate * 2).astype("<i2")
+    data = samples.tobytes()
+    with client.websocket_connect("/") as ws:
+        ws.send_text(
+            python_client_config(mode, "w").replace('"audio_fs": 16000', f'"audio_fs": {rate}')
+        )
+        frame = int(60 / 1000 * rate) * 2
+        for start in range(0, len(data), frame):
+            ws.send_bytes(data[start : start + frame])
+        ws.send_text(ACK_END)
+        *results, ack = receive_until(ws, "is_end")
+    expected = len(soxr.resample(samples, rate, 16000, quality="HQ"))
+    assert expected == 32000
+    assert int(final_text(results, mode).split(":")[0]) == expected
+    assert ack["is_final"] is True
 
 
 def test_funasr_client_closing_sequence_repeats_the_end_without_an_error(

@@ -233,7 +233,7 @@ def test_a_config_mid_utterance_keeps_the_running_streams_shape_until_the_next()
 
 
 @pytest.mark.parametrize(
-    "fields", [{"mode": "streaming"}, {"audio_fs": 8000}, {"wav_format": "mp3"}]
+    "fields", [{"mode": "streaming"}, {"audio_fs": 4000}, {"wav_format": "mp3"}]
 )
 def test_a_field_that_cannot_be_honoured_is_refused_mid_utterance_too(
     fields: dict[str, object],
@@ -277,7 +277,8 @@ def test_a_field_that_cannot_be_honoured_is_refused_mid_utterance_too(
         ({"wav_name": "\ud800"}, "wav_name"),
         ({"wav_format": "wav"}, "wav_format"),
         ({"wav_format": None}, "wav_format"),
-        ({"audio_fs": 8000}, "audio_fs"),
+        ({"audio_fs": 7999}, "audio_fs"),
+        ({"audio_fs": 96000}, "audio_fs"),
         ({"audio_fs": 16000.0}, "audio_fs"),
         ({"hotwords": ["a", "b"]}, "hotwords"),
         ({"itn": 1}, "itn"),
@@ -295,9 +296,16 @@ def test_bad_config_field_is_refused_by_name(fields: dict[str, object], field: s
     assert parser.state is ParserState.FAILED
 
 
-def test_only_16khz_is_accepted() -> None:
-    with pytest.raises(ProtocolError, match="only 16000 Hz PCM is accepted"):
-        ProtocolParser().receive_text('{"audio_fs": 44100}')
+@pytest.mark.parametrize("rate", [8000, 16000, 44100, 48000])
+def test_rates_from_8_to_48_khz_are_accepted(rate: int) -> None:
+    parser = streaming_parser(audio_fs=rate)
+    assert parser.config is not None
+    assert parser.config.audio_fs == rate
+
+
+def test_other_rates_are_refused() -> None:
+    with pytest.raises(ProtocolError, match=r"8000\.\.48000 Hz is accepted"):
+        ProtocolParser().receive_text('{"audio_fs": 4000}')
 
 
 def test_longest_wav_name_is_accepted() -> None:
