@@ -218,6 +218,36 @@ def test_a_wav_files_own_rate_is_resampled_to_16khz(
     assert ack["is_final"] is True
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_cpp_client_sequence_closes_on_the_one_is_final(client: TestClient, mode: str) -> None:
+    # funasr-wss-client-2pass.cpp: svs_* and itn in its config, hotwords as a JSON string,
+    # 102400-sample frames, {"is_speaking": false}, then it closes on is_final (1001).
+    pcm = random.Random(11).randbytes(2 * 250000)
+    with client.websocket_connect("/") as ws:
+        ws.send_text(
+            json.dumps(
+                {
+                    "mode": mode,
+                    "chunk_size": [5, 10, 5],
+                    "wav_name": "wav-id",
+                    "wav_format": "pcm",
+                    "audio_fs": 16000,
+                    "is_speaking": True,
+                    "itn": True,
+                    "svs_itn": True,
+                    "hotwords": json.dumps({"阿里巴巴": 20}),
+                }
+            )
+        )
+        for start in range(0, len(pcm), 204800):
+            ws.send_bytes(pcm[start : start + 204800])
+        ws.send_text(json.dumps({"is_speaking": False}))
+        results = receive_until(ws, "is_final")
+        ws.close(1001)
+    assert final_text(results, mode) == checksum(pcm)
+    assert [m["is_final"] for m in results].count(True) == 1
+
+
 def test_funasr_client_closing_sequence_repeats_the_end_without_an_error(
     client: TestClient,
 ) -> None:
