@@ -50,3 +50,9 @@ def tiny_timestamp_model(model_cache: Path) -> Path:
     from workers.synthetic import build_model_dir
 
     return build_model_dir(model_cache / "synthetic-bicif-tiny", "offline", "tiny", timestamps=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_seaco_model(model_cache: Path) -> Path:
+    """The tiny random-weight SeACo-Paraformer: an offline model that takes hotwords."""
+    return ensure_synthetic(model_cache, "seaco", "tiny")

@@ -1,7 +1,9 @@
 """Resolve an ``ASR_MODEL`` value to an engine and a local model directory.
 
 ``checksum`` needs no model. ``synthetic:tiny`` / ``synthetic:large`` are built once into the
-model cache. A local directory is used as it is. Anything else is a hub id: looked up in
+model cache, as the kind of model asked for; ``synthetic-KIND:SIZE`` builds another kind of
+``workers.synthetic`` (``synthetic-seaco:tiny``: a SeACo-Paraformer, an offline model that
+takes hotwords). A local directory is used as it is. Anything else is a hub id: looked up in
 ModelScope's local cache, else downloaded; where the hub is unreachable we fail within
 seconds with one line naming the way out, rather than funasr's hub retries and a traceback.
 """
@@ -9,6 +11,7 @@ seconds with one line naming the way out, rather than funasr's hub retries and a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -23,7 +26,11 @@ from shared.errors import WorkerLoadError
 HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
-OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer")  # the latter gives timestamps
+# BiCifParaformer gives timestamps; SeacoParaformer timestamps too, and takes hotwords.
+OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer")
+# The offline models whose generate() uses ``hotword=``: the others ignore it in funasr, and
+# we never pass it to them.
+HOTWORD_MODEL_CLASSES = ("SeacoParaformer",)
 VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
 PUNC_MODEL_CLASSES = ("CTTransformer",)
 ModelKind = Literal["streaming", "offline", "vad", "punc"]
@@ -54,6 +61,9 @@ HUB_ALIASES = {
         "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-online"
     ),
     "paraformer": "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-pytorch",
+    "seaco-paraformer": (
+        "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
+    ),
     "fsmn-vad": "iic/speech_fsmn_vad_zh-cn-16k-common-pytorch",
     "ct-punc": "iic/punc_ct-transformer_cn-en-common-vocab471067-large",
     "ct-punc-c": "iic/punc_ct-transformer_zh-cn-common-vocab272727-pytorch",
@@ -77,18 +87,28 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
     variable = KINDS[kind].variable
     if model == "checksum" and kind == "streaming":
         return ResolvedModel("checksum", None, "checksum (model-free)")
-    if model.startswith("synthetic:"):
-        size = model.removeprefix("synthetic:")
-        if size not in ("tiny", "large"):
-            raise WorkerLoadError(f"{variable}={model}: use synthetic:tiny or synthetic:large")
-        path = ensure_synthetic(Path(cache_dir), kind, size)
-        return _from_directory(path, model, kind)
+    synthetic = _SYNTHETIC.fullmatch(model)
+    if synthetic is not None:
+        build = synthetic["build"] or kind
+        size = synthetic["size"]
+        if build not in SYNTHETIC_BUILDS or size not in ("tiny", "large"):
+            seaco = " (or synthetic-seaco:tiny|large, hotwords)" if kind == "offline" else ""
+            raise WorkerLoadError(
+                f"{variable}={model}: use synthetic:tiny or synthetic:large{seaco}"
+            )
+        path = ensure_synthetic(Path(cache_dir), build, size)
+        return _from_directory(path, model, kind)  # refuses a build of another kind
     path = Path(model).expanduser()
     if path.is_dir():
         return _from_directory(path.resolve(), model, kind)
     if model.startswith(("/", ".", "~")) or model.count("/") > 1:
         raise WorkerLoadError(f"{variable}={model}: no such directory")
     return _from_directory(_find_or_download(model), model, kind)
+
+
+# What workers.synthetic builds; "synthetic:SIZE" builds the kind asked for.
+SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc")
+_SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 
 def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Path:
@@ -117,6 +137,11 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
 def model_class(model_dir: Path) -> str:
     config = yaml.safe_load((model_dir / "config.yaml").read_text())
     return str(config.get("model", ""))
+
+
+def supports_hotwords(model_dir: Path) -> bool:
+    """Whether the model directory's class takes ``hotword=`` (SeACo-Paraformer)."""
+    return model_class(model_dir) in HOTWORD_MODEL_CLASSES
 
 
 def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:

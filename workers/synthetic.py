@@ -5,7 +5,8 @@ have exactly the real shapes (from the reference configs) and random weights. Th
 directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``config.yaml``,
 ``model.pt``, ``tokens.json`` and ``am.mvn``.
 
-Usage: ``python -m workers.synthetic OUT_DIR --kind streaming|offline|vad|punc --size tiny|large``
+Usage:
+``python -m workers.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc --size tiny|large``
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any, Literal
 
 import yaml
 
+# "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.synthetic_seaco).
 # "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
 # workers.synthetic_companions builds them.
-ModelKind = Literal["streaming", "offline", "vad", "punc"]
+ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc"]
 ModelSize = Literal["tiny", "large"]
 
 LFR_DIM = 80 * 7
@@ -99,6 +101,11 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
     ``timestamps`` (offline only): FunASR's BiCifParaformer instead, the offline model of
     ``paraformer-large-vad-punc`` that also predicts each token's time.
     """
+    if kind == "seaco":  # a BiCifParaformer with a hotword path
+        from workers.synthetic_seaco import seaco_config
+
+        vocab_size = TINY_VOCAB if size == "tiny" else LARGE_VOCAB
+        return seaco_config(build_config("offline", size, timestamps=True), size, vocab_size)
     streaming = kind == "streaming"
     encoder = copy.deepcopy(_ENCODER_TINY if size == "tiny" else _ENCODER_LARGE)
     decoder = copy.deepcopy(_DECODER_TINY if size == "tiny" else _DECODER_LARGE)
@@ -206,7 +213,8 @@ def build_model_dir(
     # Importing funasr's model packages fills the registry tables.
     import funasr.models.bicif_paraformer.model
     import funasr.models.paraformer.model
-    import funasr.models.paraformer_streaming.model  # noqa: F401
+    import funasr.models.paraformer_streaming.model
+    import funasr.models.seaco_paraformer.model  # noqa: F401
     import torch
     from funasr.register import tables
 
@@ -221,6 +229,11 @@ def build_model_dir(
     kwargs.update(input_size=LFR_DIM, vocab_size=len(tokens))
     model = model_class(**kwargs)
     _tune_predictor(model)
+    if kind == "seaco":
+        from workers.synthetic_seaco import tune_bias_path, write_seg_dict
+
+        tune_bias_path(model, size)
+        write_seg_dict(out_dir, tokens)
     model.eval()
 
     generator = torch.Generator().manual_seed(seed + 1)
@@ -260,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument(
-        "--kind", choices=["streaming", "offline", "vad", "punc"], default="streaming"
+        "--kind", choices=["streaming", "offline", "seaco", "vad", "punc"], default="streaming"
     )
     parser.add_argument("--size", choices=["tiny", "large"], default="tiny")
     parser.add_argument("--seed", type=int, default=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 import yaml
 
 from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer_offline import hotword_argument
 from workers.synthetic import LARGE_VOCAB, build_config, build_model_dir, main
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
@@ -59,6 +61,53 @@ def test_tiny_is_about_a_megabyte_and_loads_offline(tmp_path: Path) -> None:
 def test_config_matches_the_reference_architecture(kind: str, size: str, reference: str) -> None:
     expected = yaml.safe_load((REFERENCE / reference).read_text())
     assert build_config(kind, size) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="the team's reference configs are absent")
+def test_seaco_config_is_funasrs_template_less_its_training_sections() -> None:
+    expected = yaml.safe_load((REFERENCE / "seaco-paraformer-large.yaml").read_text())
+    training = ("train_conf", "optim", "optim_conf", "scheduler", "scheduler_conf", "dataset")
+    for key in (*training, "dataset_conf"):
+        del expected[key]
+    assert build_config("seaco", "large") == expected
+
+
+def _speechlike(seed: int, seconds: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * 16000)) / 16000
+    tone = 3000 * np.sin(2 * np.pi * (200 + 60 * seed) * t)
+    return (tone + 1500 * rng.standard_normal(t.size)).astype(np.int16)
+
+
+def test_tiny_seaco_loads_offline_and_its_hotwords_steer_the_decode(tmp_path: Path) -> None:
+    from funasr import AutoModel
+
+    out = tmp_path / "seaco"
+    assert main([str(out), "--kind", "seaco", "--size", "tiny"]) == 0
+    assert (out / "model.pt").stat().st_size < 3e6
+    model = AutoModel(model=str(out), disable_update=True, device="cpu", disable_pbar=True)
+    chars = json.loads((out / "tokens.json").read_text())
+    # seg_dict splits a word into its characters' tokens (without one funasr would look the
+    # whole word up as one token: <unk>); the list ends with SeACo's own <s>.
+    model.generate(input=to_float(_speechlike(0, 1.0)), hotword=" 一丁 七 ", disable_pbar=True)
+    assert model.model.hotword_list == [
+        [chars.index("一"), chars.index("丁")],
+        [chars.index("七")],
+        [1],
+    ]
+    sets = [("一丁", "七万"), ("丈三", "上下")]
+    hotwords = [{}, *({"hotword": hotword_argument(words)} for words in sets)]
+    texts = []  # per clip: without hotwords, with one set, with another
+    for seed in range(4):
+        audio = to_float(_speechlike(seed, 1.0 + 0.5 * seed))
+        texts.append([model.generate(input=audio, **kw)[0]["text"] for kw in hotwords])
+    assert all(text for clip in texts for text in clip)
+    # The bias decoder replaces some tokens, not all (NO_BIAS keeps the decoder's own at
+    # the others), and which it replaces depends on the words.
+    tokens = [(plain.split(), first.split()) for plain, first, _ in texts]
+    assert any(plain != first for plain, first in tokens)
+    assert any(a == b for plain, first in tokens for a, b in zip(plain, first, strict=False))
+    assert any(first != second for _, first, second in texts)
 
 
 def test_large_streaming_model_has_about_220m_parameters() -> None:

@@ -7,6 +7,10 @@ utterances whose final pieces are in the same engine step are decoded together, 
 Results before the final one carry no text; the final one carries the whole utterance's,
 punctuated by a CT-Transformer when the pool has one (``ASR_PUNC_MODEL``), as FunASR's
 2pass server punctuates its offline pass.
+
+A model that takes hotwords (SeACo-Paraformer) gets each stream's, from its OPEN, as
+``generate(hotword=...)``; one call takes one hotword set, so only utterances with the same
+words share a call. Any other model never sees them (funasr would ignore them too).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,22 +32,54 @@ from workers.engines.base import (
     unknown_stream_output,
 )
 from workers.engines.paraformer import load_automodel, to_float
+from workers.models import supports_hotwords
 
 Timestamps = tuple[tuple[int, int], ...]
+Hotwords = tuple[str, ...]
+
+# SeACo keeps only the best-scoring 50 of more hotwords (funasr's nfilter=50, against the
+# words plus its own <s>), scored on the first utterance of the call alone: in a shared call
+# the others would be biased by words picked for another stream's audio. Utterances with
+# this many words are decoded one per call.
+HOTWORD_FILTER_WORDS = 50
+
+
+def hotword_argument(words: Hotwords) -> str:
+    """``words`` as funasr's ``hotword=`` string, which can only ever be taken as words.
+
+    funasr's SeACo (``generate_hotwords_list``) reads a string that names an existing file
+    ending in ".txt" from disk, and DOWNLOADS one that starts with "http"; only the rest is
+    split into words. A client's words must never be fetched or read: the leading space
+    defeats ``startswith("http")``, the trailing one ``endswith(".txt")``, and the words
+    branch strips both before splitting.
+    """
+    return " " + " ".join(words) + " "
 
 
 @dataclass(slots=True)
 class _Utterance:
+    hotwords: Hotwords = ()
     pieces: list[Samples] = field(default_factory=list)
     last_fed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Final:
+    """An utterance whose last piece has come: its answer's place, its audio and words."""
+
+    index: int
+    item: ChunkItem
+    audio: Samples
+    hotwords: Hotwords
 
 
 class ParaformerOfflineEngine:
     name = "paraformer-offline"
 
-    def __init__(self, model: Any, punctuator: Any = None) -> None:
+    def __init__(self, model: Any, punctuator: Any = None, takes_hotwords: bool = False) -> None:
         self._model = model
         self._punctuator = punctuator
+        self._takes_hotwords = takes_hotwords
         self._streams: dict[int, _Utterance] = {}
 
     @classmethod
@@ -53,14 +90,15 @@ class ParaformerOfflineEngine:
         punctuator = None
         if spec.punc_model_dir is not None:
             punctuator = load_automodel(spec.punc_model_dir, spec.device, spec.threads)
-        return cls(model, punctuator)
+        return cls(model, punctuator, supports_hotwords(Path(spec.model_dir)))
 
     @property
     def active_streams(self) -> int:
         return len(self._streams)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        self._streams[stream_id] = _Utterance(last_fed=time.monotonic())
+        hotwords = options.hotwords if self._takes_hotwords else ()
+        self._streams[stream_id] = _Utterance(hotwords, last_fed=time.monotonic())
 
     def close_stream(self, stream_id: int) -> None:
         self._streams.pop(stream_id, None)
@@ -70,7 +108,7 @@ class ParaformerOfflineEngine:
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
         outputs: list[ChunkOutput | None] = [None] * len(items)
-        finals: list[tuple[int, ChunkItem, Samples]] = []
+        finals: list[_Final] = []
         for index, item in enumerate(items):
             utterance = self._streams.get(item.stream_id)
             if utterance is None:
@@ -82,36 +120,30 @@ class ParaformerOfflineEngine:
                 outputs[index] = ChunkOutput(item.stream_id, item.seq, "", False)
                 continue
             del self._streams[item.stream_id]
-            finals.append((index, item, np.concatenate(utterance.pieces)))
-        decoded = zip(finals, *self._decode(finals), strict=True)
-        for (index, item, _), text, times, error in decoded:
-            outputs[index] = ChunkOutput(
-                item.stream_id, item.seq, text, True, error=error, timestamps=times
+            audio = np.concatenate(utterance.pieces)
+            finals.append(_Final(index, item, audio, utterance.hotwords))
+        for final, text, times, error in zip(finals, *self._decode(finals), strict=True):
+            outputs[final.index] = ChunkOutput(
+                final.item.stream_id, final.item.seq, text, True, error=error, timestamps=times
             )
         return [output for output in outputs if output is not None]
 
-    def _decode(
-        self, finals: list[tuple[int, ChunkItem, Samples]]
-    ) -> tuple[list[str], list[Timestamps], list[str | None]]:
-        """One ``generate`` call per group of similar lengths; empty utterances have no text.
-        Texts, timestamps (where the model predicts them), errors, in ``finals``' order.
-
-        A batch is padded to its longest utterance: mixing a 2 s clip with an 8 s one costs
-        more than decoding them apart (measured: bench/offline_batch.py), so utterances
-        are sorted by length and batched only with ones at most ``LENGTH_RATIO`` longer.
+    def _decode(self, finals: list[_Final]) -> tuple[list[str], list[Timestamps], list[str | None]]:
+        """One ``generate`` call per hotword set and group of similar lengths; empty
+        utterances have no text. Texts, timestamps (where the model predicts them), errors,
+        in ``finals``' order.
         """
         texts = [""] * len(finals)
         times: list[Timestamps] = [()] * len(finals)
         errors: list[str | None] = [None] * len(finals)
-        spoken = sorted(
-            (i for i, (_, _, audio) in enumerate(finals) if len(audio)),
-            key=lambda i: len(finals[i][2]),
-        )
-        for group in _similar_lengths(spoken, lambda i: len(finals[i][2])):
-            inputs = [to_float(finals[i][2]) for i in group]
+        for group in _calls(finals):
+            inputs = [to_float(finals[i].audio) for i in group]
+            words = finals[group[0]].hotwords
+            # No words, no hotword= at all: funasr then skips the bias path entirely.
+            hotword = {"hotword": hotword_argument(words)} if words else {}
             try:
                 results = self._model.generate(
-                    input=inputs, batch_size=len(inputs), disable_pbar=True
+                    input=inputs, batch_size=len(inputs), disable_pbar=True, **hotword
                 )
             except Exception as exc:  # the call failed: so did every utterance in it
                 for i in group:
@@ -137,6 +169,29 @@ class ParaformerOfflineEngine:
 
 
 LENGTH_RATIO = 1.25
+
+
+def _calls(finals: list[_Final]) -> list[list[int]]:
+    """The indices of ``finals`` that share each ``generate`` call.
+
+    One call takes one hotword set, so each set is batched apart (utterances without words
+    are one more set). A batch is padded to its longest utterance: mixing a 2 s clip with an
+    8 s one costs more than decoding them apart (measured: bench/offline_batch.py), so within
+    a set utterances are sorted by length and batched only with ones at most
+    ``LENGTH_RATIO`` longer.
+    """
+    by_words: dict[Hotwords, list[int]] = {}
+    for i, final in enumerate(finals):
+        if len(final.audio):
+            by_words.setdefault(final.hotwords, []).append(i)
+    calls: list[list[int]] = []
+    for words, indices in by_words.items():
+        if len(words) >= HOTWORD_FILTER_WORDS:
+            calls += [[i] for i in indices]
+            continue
+        indices.sort(key=lambda i: len(finals[i].audio))
+        calls += _similar_lengths(indices, lambda i: len(finals[i].audio))
+    return calls
 
 
 def _similar_lengths(ordered: list[int], length: Callable[[int], int]) -> list[list[int]]:
