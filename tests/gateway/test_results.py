@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gateway.results import error_message, result_message
+from gateway.results import end_acknowledgement, error_message, result_message
 
 
 def test_result_has_funasrs_fields() -> None:
@@ -54,11 +54,28 @@ def test_extra_with_nan_is_refused() -> None:
 
 
 def test_error_message_shape() -> None:
-    assert json.loads(error_message(1008, "audio before the config message")) == {
+    assert json.loads(error_message(1008, "audio before the config message", "online", "a")) == {
         "type": "error",
         "code": 1008,
         "message": "audio before the config message",
+        # What FunASR's clients read off every frame: a result with no text, not final.
+        "mode": "online",
+        "text": "",
+        "wav_name": "a",
+        "is_final": False,
     }
+
+
+def test_end_acknowledgement_shape() -> None:
+    assert json.loads(end_acknowledgement(mode="2pass", wav_name="a.wav")) == {
+        "mode": "2pass",
+        "text": "",
+        "wav_name": "a.wav",
+        "is_final": True,
+        "is_end": True,
+    }
+    failed = json.loads(end_acknowledgement(mode="offline", wav_name="b", error="it died"))
+    assert (failed["is_final"], failed["is_end"], failed["error"]) == (False, True, "it died")
 
 
 def test_error_message_keeps_non_ascii_unescaped() -> None:
