@@ -41,15 +41,18 @@ def generate(model: Any, audio: np.ndarray, words: tuple[str, ...] = ()) -> str:
     return str(model.generate(input=to_float(audio), disable_pbar=True, **hotword)[0]["text"])
 
 
+NOT_GIVEN = "(no hotword argument)"
+
+
 class _Spy:
-    """Wraps an AutoModel: records each generate call's inputs and keyword arguments."""
+    """Wraps an AutoModel: records each generate call's inputs and hotword argument."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.calls: list[tuple[int, str | None]] = []
 
     def generate(self, **kwargs: Any) -> Any:
-        self.calls.append((len(kwargs["input"]), kwargs.get("hotword")))
+        self.calls.append((len(kwargs["input"]), kwargs.get("hotword", NOT_GIVEN)))
         return self.model.generate(**kwargs)
 
 
@@ -117,7 +120,7 @@ def test_utterances_share_a_call_only_with_the_same_hotwords(tiny_seaco_model: P
         [
             (2, hotword_argument(FIRST)),
             (2, hotword_argument(SECOND)),
-            (2, None),  # no words: no hotword= at all
+            (2, None),  # no words: hotword=None, said (the bias path is skipped)
             # From 50 words SeACo filters them on the call's first utterance: one per call.
             (1, hotword_argument(many)),
             (1, hotword_argument(many)),
@@ -137,7 +140,7 @@ def test_a_model_without_hotwords_is_never_given_them(tiny_offline_model: Path) 
     audio = clip(2, 1.5)
     engine.open_stream(1, StreamOptions(hotwords=FIRST))
     (output,) = engine.feed([ChunkItem(1, 0, audio, True)])
-    assert spy.calls == [(1, None)]
+    assert spy.calls == [(1, NOT_GIVEN)]
     assert output.text == generate(spy.model, audio)
 
 
@@ -181,7 +184,7 @@ async def test_a_pool_decodes_with_each_streams_hotwords(
     texts: dict[tuple[str, ...], str] = {}
     async with WorkerPool(_settings(tiny_seaco_model, transport)) as pool:
         with anyio.fail_after(30):
-            for words in ((), FIRST, SECOND):
+            for words in (FIRST, (), SECOND):  # no words right after some
                 texts[words] = await pool.transcribe(audio, StreamOptions(hotwords=words))
     model = load_automodel(str(tiny_seaco_model), "cpu", 1)
     assert texts == {words: generate(model, audio, words) for words in texts}

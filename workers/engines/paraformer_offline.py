@@ -139,8 +139,12 @@ class ParaformerOfflineEngine:
         for group in _calls(finals):
             inputs = [to_float(finals[i].audio) for i in group]
             words = finals[group[0]].hotwords
-            # No words, no hotword= at all: funasr then skips the bias path entirely.
-            hotword = {"hotword": hotword_argument(words)} if words else {}
+            hotword: dict[str, str | None] = {}
+            if self._takes_hotwords:
+                # None without words: funasr then skips the bias path. Said every time: funasr
+                # 1.2 merged each call's options into AutoModel.kwargs for good, so the last
+                # stream's words would bias the next (1.4.16 resets them per call).
+                hotword["hotword"] = hotword_argument(words) if words else None
             try:
                 results = self._model.generate(
                     input=inputs, batch_size=len(inputs), disable_pbar=True, **hotword
