@@ -61,6 +61,11 @@ HUB_ALIASES = {
         "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-online"
     ),
     "paraformer": "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-pytorch",
+    # funasr's "paraformer-zh" is the SeACo model (the offline model of FunASR's Python
+    # server); "seaco-paraformer" is ours, for the same.
+    "paraformer-zh": (
+        "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
+    ),
     "seaco-paraformer": (
         "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
     ),

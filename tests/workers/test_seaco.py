@@ -230,3 +230,30 @@ async def test_a_plain_paraformer_pool_ignores_hotwords(tiny_offline_model: Path
             given = await pool.transcribe(audio, StreamOptions(hotwords=FIRST))
     assert plain
     assert given == plain
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "paraformer-zh",
+        "seaco-paraformer",
+        "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch",
+    ],
+)
+def test_the_seed_models_names_find_it_in_the_hub_cache(
+    tiny_seaco_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    # Where ModelScope keeps a downloaded model: what a user's machine that reached the hub has.
+    model_id = "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
+    cached = tmp_path / "hub" / "models" / model_id
+    cached.parent.mkdir(parents=True)
+    cached.symlink_to(tiny_seaco_model, target_is_directory=True)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path))
+    resolved = resolve_model(name, str(tmp_path / "unused"), "offline")
+    assert resolved.engine == "paraformer-offline"
+    assert resolved.model_dir is not None
+    assert Path(resolved.model_dir).resolve() == tiny_seaco_model.resolve()
+    assert "SeacoParaformer" in resolved.description
