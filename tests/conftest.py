@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from starlette.testclient import WebSocketTestSession
+from starlette.types import Message
 
 from workers.models import ensure_synthetic
 
@@ -12,6 +15,23 @@ from workers.models import ensure_synthetic
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def every_frame_is_read_by_funasr_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text frame any endpoint test receives from the app is checked to be one that
+    FunASR's clients read without a fault (``tests.gateway.checksums.funasr_reads``)."""
+    from tests.gateway.checksums import funasr_reads
+
+    receive = WebSocketTestSession.receive
+
+    def checked(session: WebSocketTestSession) -> Message:
+        message = receive(session)
+        if message.get("type") == "websocket.send" and message.get("text") is not None:
+            funasr_reads(json.loads(message["text"]))
+        return message
+
+    monkeypatch.setattr(WebSocketTestSession, "receive", checked)
 
 
 @pytest.fixture(scope="session")
