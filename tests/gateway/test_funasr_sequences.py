@@ -79,6 +79,13 @@ def wait_until_bound(client: TestClient, streams: int, timeout: float = 20.0) ->
         time.sleep(0.02)
 
 
+def html5_frame(mode: str, **fields: object) -> str:
+    """The HTML5 page's text frames: its config at connect (wsconnecter.js) and its Stop
+    frame (main.js) carry the same fields; ``is_speaking`` and extras set the rest."""
+    frame = {"chunk_size": [5, 10, 5], "wav_name": "h5", "chunk_interval": 10, "mode": mode}
+    return json.dumps({**frame, **fields}, ensure_ascii=False)
+
+
 def python_client_config(mode: str, wav_name: str, audio_fs: int = 16000) -> str:
     """What funasr_wss_client.py's record_from_scp sends first, field for field."""
     return json.dumps(
@@ -132,25 +139,13 @@ def test_html5_mic_mode_stop_frame_with_config_fields_gets_the_final_result(
     rng = random.Random(7)
     pcm = rng.randbytes(2 * 40000)
     with client.websocket_connect("/") as ws:  # browsers offer no subprotocol
-        ws.send_text(
-            json.dumps(
-                {
-                    "chunk_size": [5, 10, 5],
-                    "wav_name": "h5",
-                    "is_speaking": True,
-                    "chunk_interval": 10,
-                    "itn": False,
-                    "mode": mode,
-                }
-            )
-        )
+        ws.send_text(html5_frame(mode, is_speaking=True, itn=False))
         frame = 2 * HTML5_FRAME_SAMPLES
         whole = len(pcm) // frame * frame
         for start in range(0, whole, frame):
             ws.send_bytes(pcm[start : start + frame])
         ws.send_bytes(pcm[whole:])  # stop(): what is left in sampleBuf, then the frame below
-        stop = {"chunk_size": [5, 10, 5], "wav_name": "h5", "is_speaking": False}
-        ws.send_text(json.dumps({**stop, "chunk_interval": 10, "mode": mode}))
+        ws.send_text(html5_frame(mode, is_speaking=False))
         results = receive_until(ws, "is_final")
         assert final_text(results, mode) == checksum(pcm)
         assert all(m["wav_name"] == "h5" for m in results)
@@ -170,27 +165,20 @@ def test_html5_file_mode_sends_the_whole_file_and_closes_on_the_final(
         wav.writeframes(random.Random(3).randbytes(2 * 24000))
     file_bytes = buffer.getvalue()  # the page sends the header as PCM too, as it is
     with client.websocket_connect("/") as ws:
-        ws.send_text(
-            json.dumps(
-                {
-                    "chunk_size": [5, 10, 5],
-                    "wav_name": "h5",
-                    "is_speaking": True,
-                    "chunk_interval": 10,
-                    "itn": False,
-                    "mode": "offline",  # getAsrMode() in file mode
-                    "wav_format": "PCM",
-                    "audio_fs": 16000,
-                    "hotwords": json.dumps({"阿里巴巴": 20}, ensure_ascii=False),
-                }
-            )
+        config = html5_frame(  # getAsrMode() is offline in file mode
+            "offline",
+            is_speaking=True,
+            itn=False,
+            wav_format="PCM",
+            audio_fs=16000,
+            hotwords=json.dumps({"阿里巴巴": 20}, ensure_ascii=False),
         )
+        ws.send_text(config)
         whole = len(file_bytes) // 960 * 960  # a Uint8Array cut into 960 bytes
         for start in range(0, whole, 960):
             ws.send_bytes(file_bytes[start : start + 960])
         ws.send_bytes(file_bytes[whole:])
-        stop = {"chunk_size": [5, 10, 5], "wav_name": "h5", "is_speaking": False}
-        ws.send_text(json.dumps({**stop, "chunk_interval": 10, "mode": "offline"}))
+        ws.send_text(html5_frame("offline", is_speaking=False))
         (final,) = receive_until(ws, "is_final")
     assert (final["mode"], final["text"]) == ("offline", checksum(file_bytes))
 
