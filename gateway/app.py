@@ -32,8 +32,9 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
-from gateway.access import ClientSessions, Refusal, check_handshake
+from gateway.access import ClientSessions, Refusal, check_handshake, check_status_access
 from gateway.admission import Admission
+from gateway.budget import BYTES_PER_SECOND, AudioBudget
 from gateway.metrics import GatewayMetrics
 from gateway.session import CLOSE_GRACE_S, Session, close_with_error
 from gateway.settings import GatewaySettings
@@ -77,6 +78,7 @@ class _Serving:
     transcriptions: Slots
     offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
     vad_pool: WorkerPool | None  # ASR_VAD_MODEL's, else None: the energy endpointer
+    budget: AudioBudget  # the audio all sessions hold in this process
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:
@@ -198,8 +200,13 @@ class Gateway:
                 async with anyio.create_task_group() as group:
                     clients = ClientSessions(settings.access.max_sessions_per_client)
                     slots = Slots(settings.transcribe.concurrency)
+                    budget = AudioBudget(settings.max_buffered_bytes)
+                    self.metrics.watch_budget(
+                        lambda: budget.held / BYTES_PER_SECOND,
+                        budget.max_bytes / BYTES_PER_SECOND,
+                    )
                     self._serving = _Serving(
-                        settings, pool, admission, clients, slots, offline_pool, vad_pool
+                        settings, pool, admission, clients, slots, offline_pool, vad_pool, budget
                     )
                     with SignalDrain() as signals:
                         group.start_soon(self._drain_on_signal, signals)
@@ -272,6 +279,12 @@ class Gateway:
         client = websocket.client.host if websocket.client else "unknown"
         with contextlib.ExitStack() as places:
             try:
+                serving.budget.check_room()
+            except OverCapacityError as exc:
+                self.metrics.sessions_refused.labels("audio_budget").inc()
+                await close_with_error(websocket, exc)
+                return
+            try:
                 places.enter_context(serving.clients.admit(client))
                 places.enter_context(serving.admission.admit())
             except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
@@ -288,6 +301,7 @@ class Gateway:
                 self.metrics,
                 offline_pool=serving.offline_pool,
                 vad_pool=serving.vad_pool,
+                budget=serving.budget,
             )
             await session.run()
 
@@ -305,6 +319,10 @@ class Gateway:
             return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
         draining = serving.admission.draining.is_set()
         ready = all(pool.ready for pool in serving.pools) and not draining
+        status = 200 if ready else 503
+        if _status_refusal(serving, request) is not None:
+            # A load balancer's probe needs only the status code; the details need a key.
+            return JSONResponse({"ready": ready, "draining": draining}, status)
         body = {
             "ready": ready,
             "draining": draining,
@@ -317,37 +335,49 @@ class Gateway:
         for name, companion in (("offline", serving.offline_pool), ("vad", serving.vad_pool)):
             if companion is not None:
                 body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
-        return JSONResponse(body, 200 if ready else 503)
+        return JSONResponse(body, status)
 
     async def _transcribe(self, request: Request) -> Response:
         """A whole file, decoded as one utterance (see ``gateway.transcribe``)."""
         serving = self._serving
+        error: TranscribeError
         try:
             if serving is None or serving.admission.draining.is_set():
-                raise TranscribeError(503, "the server is not serving; try again later")
+                raise TranscribeError(
+                    503, "unavailable", "the server is not serving; try again later"
+                )
             refusal = check_handshake(
                 serving.settings.access, request.headers, request.scope["query_string"]
             )
             if refusal is not None:
-                raise TranscribeError(refusal.status, refusal.message)
+                reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+                raise TranscribeError(refusal.status, reason, refusal.message)
             serving.transcriptions.take()
             try:
                 return await self._transcribe_taken(request, serving)
             finally:
                 serving.transcriptions.give()
-        except TranscribeError as error:
-            self.metrics.transcriptions.labels(str(error.status)).inc()
-            headers = {"Retry-After": "1"} if error.status == 429 else None
-            body = {"error": {"status": error.status, "message": error.message}}
-            return JSONResponse(body, error.status, headers)
+        except TranscribeError as refused:
+            error = refused
+        except Exception as exc:  # a bug: counted, one log line, still a JSON answer
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            logger.error(
+                "POST /v1/transcribe failed at %s:%s: %s: %s",
+                where.filename,
+                where.lineno,
+                type(exc).__name__,
+                exc,
+            )
+            error = TranscribeError(500, "internal", "the server failed; see its log")
+        self.metrics.transcriptions.labels(str(error.status)).inc()
+        self.metrics.transcription_refusals.labels(error.reason).inc()
+        headers = {"Retry-After": "1"} if error.status == 429 else None
+        body = {"error": {"status": error.status, "message": error.message}}
+        return JSONResponse(body, error.status, headers)
 
     async def _transcribe_taken(self, request: Request, serving: _Serving) -> Response:
         settings = serving.settings
-        audio = await read_audio(
-            request.headers.get("content-type", ""), request, settings.transcribe
-        )
-        if len(audio.data) > settings.transcribe.max_bytes:
-            raise TranscribeError(413, "the audio is larger than ASR_TRANSCRIBE_MAX_BYTES")
+        audio = await read_audio(request, settings.transcribe)  # capped as it arrives
         samples = await anyio.to_thread.run_sync(decode_wav, audio.data, settings.max_session_s)
         options = StreamOptions(hotwords=audio.hotwords)
         try:
@@ -368,7 +398,19 @@ class Gateway:
         return JSONResponse(body)
 
     async def _metrics(self, request: Request) -> Response:
+        serving = self._serving
+        refusal = _status_refusal(serving, request) if serving is not None else None
+        if refusal is not None:
+            body = {"error": {"status": refusal.status, "message": refusal.message}}
+            return JSONResponse(body, refusal.status, {"WWW-Authenticate": "Bearer"})
         return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _status_refusal(serving: _Serving, request: Request) -> Refusal | None:
+    """ASR_PROTECT_STATUS: a refusal unless the request carries an API key."""
+    return check_status_access(
+        serving.settings.access, request.headers, request.scope["query_string"]
+    )
 
 
 def _worker_json(worker: WorkerStatus) -> dict[str, object]:

@@ -72,7 +72,7 @@ class GatewayMetrics:
         self.sessions_refused = Counter(
             "asr_sessions_refused",
             "WebSocket sessions refused at once, by reason: over_capacity, draining,"
-            " client_cap, unauthorized, forbidden_origin",
+            " client_cap, unauthorized, forbidden_origin, audio_budget",
             ["reason"],
             registry=registry,
         )
@@ -108,6 +108,13 @@ class GatewayMetrics:
             ["status"],
             registry=registry,
         )
+        self.transcription_refusals = Counter(
+            "asr_transcription_refusals",
+            "POST /v1/transcribe requests refused, by reason: too_large, too_long, bad_rate,"
+            " not_wav, fetch_failed, fetch_timeout, private_address, ... (gateway.transcribe)",
+            ["reason"],
+            registry=registry,
+        )
         self.batch_size = Histogram(
             "asr_batch_size",
             "Audio pieces in the engine step that processed a piece (one sample per piece)",
@@ -115,7 +122,23 @@ class GatewayMetrics:
             buckets=BATCH_BUCKETS,
             registry=registry,
         )
+        self.buffered_audio = Gauge(
+            "asr_buffered_audio_seconds",
+            "Audio held whole in the gateway (offline utterances, 2pass sentences), all"
+            " sessions together",
+            registry=registry,
+        )
+        self.buffered_audio_max = Gauge(
+            "asr_buffered_audio_max_seconds",
+            "ASR_MAX_BUFFERED_SECONDS: past it, new sessions are refused with 1013",
+            registry=registry,
+        )
         registry.register(WorkerCollector(lambda: self._pools))
+
+    def watch_budget(self, held_seconds: Callable[[], float], max_seconds: float) -> None:
+        """Read the gateway-wide buffered audio (``gateway.budget``) at each scrape."""
+        self.buffered_audio.set_function(held_seconds)
+        self.buffered_audio_max.set(max_seconds)
 
     def watch_workers(self, pools: Mapping[str, StatusSource]) -> None:
         """Read worker state from the pools' ``status`` at each scrape. ``pools`` maps a

@@ -1,45 +1,93 @@
 """``POST /v1/transcribe``: a whole file in, its text out.
 
 The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "..."}``
-fetched with ``httpx``; ``hotwords`` (a form field, or a JSON key) takes either form
-FunASR's clients send, as in a WebSocket config. It must be WAV (any rate, any channel
-count, 16/24/32-bit or float); it is mixed to mono and resampled to 16 kHz (``soxr``) off
-the event loop, then decoded as one utterance by the pool. Every refusal is an HTTP
-status with a JSON ``error``:
+fetched with ``httpx`` (``gateway.fetch``); ``hotwords`` (a form field, or a JSON key) takes
+either form FunASR's clients send, as in a WebSocket config. Bodies are read with a byte cap
+as they arrive (``gateway.upload``): nothing is spooled to disk, memory is bounded by the cap.
+It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
+``MAX_CHANNELS`` channels); its header is checked (rate, channels, duration) before any
+sample is read; it is mixed to mono and resampled to 16 kHz (``soxr``) off the event loop,
+then decoded as one utterance by the pool. Every refusal is an HTTP status with a JSON
+``error`` and is counted in ``asr_transcription_refusals_total{reason}``:
 
-- 400: no file, an empty or truncated WAV, a URL that is not http(s), a URL whose host
-  resolves to a private, loopback or link-local address (unless ``ASR_FETCH_ALLOW_PRIVATE``),
-  a fetch that failed;
-- 401/403: access control, as for WebSocket sessions;
-- 413: more than ``ASR_TRANSCRIBE_MAX_BYTES`` or ``ASR_MAX_SESSION_SECONDS`` of audio;
-- 415: a request that is neither multipart nor JSON, or audio that is not WAV;
-- 429: ``ASR_TRANSCRIBE_CONCURRENCY`` requests already running (``Retry-After``);
-- 503: the server is draining or no worker is ready.
+====== ==================== ==========================================================
+status reason               when
+====== ==================== ==========================================================
+400    bad_length           a request ``Content-Length`` that is not a number
+400    bad_form             a malformed form, no ``file`` part, two, over ``MAX_PARTS``
+                            parts, a text field over ``FIELD_MAX_BYTES``
+400    bad_json, bad_url    not JSON, not ``{"url": ...}``, a URL that is not http(s)
+400    bad_hotwords         hotwords past the limits of a WebSocket config
+400    bad_wav              an empty, truncated or corrupt WAV, one without samples
+400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
+400    too_many_channels    more than ``MAX_CHANNELS`` channels
+400    private_address      a URL host (any redirect hop) resolving to an address that
+                            is not global (unless ``ASR_FETCH_ALLOW_PRIVATE``)
+400    fetch_failed         the fetch failed: not resolved, refused, reset, a protocol
+                            error, a malformed ``Content-Length``, not HTTP 200, over
+                            ``REDIRECTS`` redirects
+400    fetch_timeout        the fetch took over ``ASR_FETCH_TIMEOUT``
+400    disconnected         the client went away while sending the body
+401    unauthorized         access control, as for WebSocket sessions; 403:
+403    forbidden_origin     a foreign ``Origin``
+413    too_large            a body, file or fetch over its cap (a declared length: at once)
+413    too_long             more than ``ASR_MAX_SESSION_SECONDS`` of audio (from the header)
+415    unsupported_type     a request that is neither multipart nor JSON
+415    not_wav              audio that is not WAV, or a WAV encoding not listed above
+429    busy                 ``ASR_TRANSCRIBE_CONCURRENCY`` requests running (``Retry-After``)
+503    unavailable          the server is draining or no worker is ready
+500    decode_failed        the pool failed to decode
+500    internal             any other exception: one log line
+====== ==================== ==========================================================
 """
 
 from __future__ import annotations
 
 import io
-import ipaddress
 import json
 import math
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
 
-import anyio
 import numpy as np
 import numpy.typing as npt
+from starlette.requests import ClientDisconnect, Request
 
+from gateway.fetch import fetch
 from gateway.protocol import parse_hotwords
+from gateway.transcribe_errors import TranscribeError
+from gateway.upload import (
+    JSON_MAX_BYTES,
+    check_declared_length,
+    form_limit,
+    read_capped,
+    read_form,
+)
 from shared.errors import GatewayError, OverCapacityError, ProtocolError, ShuttingDownError
 from shared.messages import SAMPLE_RATE
 from shared.settings import env_positive_float, env_positive_int
 
-REDIRECTS = 3
+__all__ = [
+    "AudioRequest",
+    "Slots",
+    "TranscribeError",
+    "TranscribeSettings",
+    "decode_wav",
+    "duration_s",
+    "read_audio",
+    "refusal_for",
+]
+
+MIN_RATE = 8000
+MAX_RATE = 48000
+MAX_CHANNELS = 8
+# At least a byte a sample: what is read stays within a few times the file's size.
+# (IMA ADPCM or GSM would decode to 8 or 20 float32 bytes per byte of file.)
+SUBTYPES = frozenset(
+    {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"}
+)
+BLOCK_FRAMES = 1 << 16  # mixed to mono a block at a time: no frames x channels array
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +110,6 @@ class TranscribeSettings:
         )
 
 
-class TranscribeError(Exception):
-    """A refusal: its HTTP status and a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class Slots:
     """At most ``limit`` requests at once; the next is refused at once (429), never queued."""
 
@@ -82,6 +121,7 @@ class Slots:
         if self.busy >= self.limit:
             raise TranscribeError(
                 429,
+                "busy",
                 f"{self.limit} transcriptions are running (ASR_TRANSCRIBE_CONCURRENCY);"
                 " try again later",
             )
@@ -95,99 +135,80 @@ class Slots:
 
 
 def decode_wav(data: bytes, max_seconds: float) -> npt.NDArray[np.int16]:
-    """WAV bytes -> 16 kHz mono int16. Blocking (soundfile, soxr): call it in a thread."""
+    """WAV bytes -> 16 kHz mono int16. Blocking (soundfile, soxr): call it in a thread.
+
+    The header (rate, channels, encoding, duration) is checked before any sample is read:
+    what is allocated after is bounded by the file's size and ``max_seconds``.
+    """
     import soundfile
     import soxr
 
     if not data:
-        raise TranscribeError(400, "the audio is empty")
+        raise TranscribeError(400, "bad_wav", "the audio is empty")
     try:
         info = soundfile.info(io.BytesIO(data))
     except (RuntimeError, soundfile.LibsndfileError):
         if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
-            raise TranscribeError(400, "the WAV file is truncated or corrupt") from None
-        raise TranscribeError(415, "the audio is not a WAV file; send WAV (RIFF/WAVE)") from None
+            raise TranscribeError(400, "bad_wav", "the WAV file is truncated or corrupt") from None
+        raise TranscribeError(
+            415, "not_wav", "the audio is not a WAV file; send WAV (RIFF/WAVE)"
+        ) from None
     if info.format not in ("WAV", "WAVEX"):
-        raise TranscribeError(415, f"the audio is {info.format}, not WAV; send WAV")
-    if info.frames / info.samplerate > max_seconds:
+        raise TranscribeError(415, "not_wav", f"the audio is {info.format}, not WAV; send WAV")
+    if info.subtype not in SUBTYPES:
+        raise TranscribeError(
+            415, "not_wav", f"the WAV holds {info.subtype}; send PCM, float, u-law or A-law"
+        )
+    rate = int(info.samplerate)
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise TranscribeError(
+            400,
+            "bad_rate",
+            f"the WAV declares a sample rate of {rate} Hz; {MIN_RATE} to {MAX_RATE} Hz are taken",
+        )
+    if info.channels > MAX_CHANNELS:
+        raise TranscribeError(
+            400,
+            "too_many_channels",
+            f"the WAV has {info.channels} channels; at most {MAX_CHANNELS} are taken",
+        )
+    if info.frames / rate > max_seconds:
         raise TranscribeError(
             413,
-            f"the audio lasts {info.frames / info.samplerate:.0f} s, more than"
+            "too_long",
+            f"the audio lasts {info.frames / rate:.0f} s, more than"
             f" {max_seconds:g} s (ASR_MAX_SESSION_SECONDS)",
         )
     try:
-        samples, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        mono = _read_mono(data, info.frames)
     except (RuntimeError, soundfile.LibsndfileError) as exc:
-        raise TranscribeError(400, f"the WAV file is truncated or corrupt: {exc}") from None
-    if len(samples) == 0:
-        raise TranscribeError(400, "the WAV file holds no samples")
-    mono = samples.mean(axis=1)
+        raise TranscribeError(
+            400, "bad_wav", f"the WAV file is truncated or corrupt: {exc}"
+        ) from None
+    if len(mono) == 0:
+        raise TranscribeError(400, "bad_wav", "the WAV file holds no samples")
     if rate != SAMPLE_RATE:
         mono = soxr.resample(mono, rate, SAMPLE_RATE)
-    clipped = np.clip(mono * 32768.0, -32768, 32767)
-    return np.asarray(np.round(clipped), dtype=np.int16)
+    # In place: one float32 array of the 16 kHz length, then the int16 answer.
+    mono *= 32768.0
+    np.clip(mono, -32768, 32767, out=mono)
+    np.rint(mono, out=mono)
+    return mono.astype(np.int16)
 
 
-# -- fetching -----------------------------------------------------------------------------
+def _read_mono(data: bytes, frames: int) -> npt.NDArray[np.float32]:
+    """The file's samples as float32, mixed to mono a block at a time."""
+    import soundfile
 
-
-async def fetch(url: str, settings: TranscribeSettings) -> bytes:
-    """GET ``url`` (http/https only), at most ``max_bytes``, within the fetch timeout.
-
-    Every hop of a redirect is checked like the first URL: its host must not resolve to a
-    private, loopback, link-local or otherwise internal address, unless allowed.
-    """
-    import httpx
-
-    with anyio.fail_after(settings.fetch_timeout_s):
-        async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
-            for _ in range(REDIRECTS + 1):
-                await _check_url(url, settings.fetch_allow_private)
-                async with client.stream("GET", url) as response:
-                    if response.is_redirect:
-                        location = response.headers.get("location", "")
-                        url = str(response.url.join(location))
-                        continue
-                    if response.status_code != 200:
-                        raise TranscribeError(
-                            400, f"fetching the URL gave HTTP {response.status_code}"
-                        )
-                    declared = response.headers.get("content-length")
-                    if declared is not None and int(declared) > settings.max_bytes:
-                        raise _too_large(settings.max_bytes)
-                    body = bytearray()
-                    async for piece in response.aiter_bytes():
-                        body += piece
-                        if len(body) > settings.max_bytes:
-                            raise _too_large(settings.max_bytes)
-                    return bytes(body)
-    raise TranscribeError(400, f"more than {REDIRECTS} redirects")
-
-
-def _too_large(limit: int) -> TranscribeError:
-    return TranscribeError(
-        413, f"the audio is larger than {limit} bytes (ASR_TRANSCRIBE_MAX_BYTES)"
-    )
-
-
-async def _check_url(url: str, allow_private: bool) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TranscribeError(400, f"only http and https URLs are fetched, not {url!r}")
-    if allow_private:
-        return
-    try:
-        infos = await anyio.getaddrinfo(parts.hostname, parts.port or 0, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise TranscribeError(400, f"cannot resolve {parts.hostname}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise TranscribeError(
-                400,
-                f"{parts.hostname} resolves to {address}, an internal address; such URLs"
-                " are not fetched (ASR_FETCH_ALLOW_PRIVATE)",
-            )
+    mono = np.empty(frames, dtype=np.float32)
+    filled = 0
+    with soundfile.SoundFile(io.BytesIO(data)) as sound:
+        for block in sound.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True):
+            count = min(len(block), frames - filled)
+            mixed = block[:count, 0] if block.shape[1] == 1 else block[:count].mean(axis=1)
+            mono[filled : filled + count] = mixed
+            filled += count
+    return mono[:filled]
 
 
 # -- the request ----------------------------------------------------------------------------
@@ -206,49 +227,56 @@ def _hotwords(value: object) -> tuple[str, ...]:
     try:
         return parse_hotwords("hotwords", value)
     except ProtocolError as error:
-        raise TranscribeError(400, error.message) from None
+        raise TranscribeError(400, "bad_hotwords", error.message) from None
 
 
-async def read_audio(content_type: str, body: Any, settings: TranscribeSettings) -> AudioRequest:
-    """The audio bytes of a request, where they came from, and its hotwords.
+async def read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
+    """The audio bytes of a request, where they came from, and its hotwords."""
+    try:
+        return await _read_audio(request, settings)
+    except ClientDisconnect:
+        raise TranscribeError(
+            400, "disconnected", "the client went away while sending the body"
+        ) from None
 
-    ``body`` is the Starlette request.
-    """
+
+async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
+    content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        form = await body.form(max_files=1, max_fields=8, max_part_size=settings.max_bytes)
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            raise TranscribeError(400, "the multipart request has no 'file' field")
-        if upload.size is not None and upload.size > settings.max_bytes:
-            raise _too_large(settings.max_bytes)
-        hotwords = form.get("hotwords")
-        if hotwords is not None and not isinstance(hotwords, str):
-            raise TranscribeError(400, "the 'hotwords' field must be text, not a file")
-        words = _hotwords(hotwords)
-        data = await upload.read()
-        return AudioRequest(data, str(upload.filename or "upload"), words)
+        check_declared_length(request.headers, form_limit(settings.max_bytes), "the form")
+        form = await read_form(content_type, request.stream(), settings.max_bytes)
+        if form.file is None:
+            raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
+        return AudioRequest(form.file, form.filename, _hotwords(form.hotwords))
     if content_type.startswith("application/json"):
-        raw = await body.body()
-        if len(raw) > 65536:
-            raise TranscribeError(413, "the JSON body is too large")
+        check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body")
+        raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body")
         try:
             payload = json.loads(raw)
-        except ValueError:
-            raise TranscribeError(400, "the body is not valid JSON") from None
+        except (ValueError, RecursionError):
+            raise TranscribeError(400, "bad_json", "the body is not valid JSON") from None
         url = payload.get("url") if isinstance(payload, dict) else None
         if not isinstance(url, str):
-            raise TranscribeError(400, 'the JSON body must be {"url": "http(s)://..."}')
+            raise TranscribeError(400, "bad_json", 'the JSON body must be {"url": "http(s)://..."}')
         words = _hotwords(payload.get("hotwords"))
-        return AudioRequest(await fetch(url, settings), url, words)
+        data = await fetch(
+            url,
+            max_bytes=settings.max_bytes,
+            timeout_s=settings.fetch_timeout_s,
+            allow_private=settings.fetch_allow_private,
+        )
+        return AudioRequest(data, url, words)
     raise TranscribeError(
-        415, "send multipart/form-data with a 'file' field, or application/json with a 'url'"
+        415,
+        "unsupported_type",
+        "send multipart/form-data with a 'file' field, or application/json with a 'url'",
     )
 
 
 def refusal_for(error: GatewayError) -> TranscribeError:
     if isinstance(error, ShuttingDownError | OverCapacityError):
-        return TranscribeError(503, error.message)
-    return TranscribeError(500, f"decoding failed: {error.message}")
+        return TranscribeError(503, "unavailable", error.message)
+    return TranscribeError(500, "decode_failed", f"decoding failed: {error.message}")
 
 
 def duration_s(samples: npt.NDArray[np.int16]) -> float:
