@@ -27,15 +27,20 @@ TOKEN_QUERY_PARAMETER = "token"  # browsers cannot set headers on a WebSocket ha
 @dataclass(frozen=True, slots=True)
 class AccessSettings:
     """Empty ``api_keys``: no key needed. Empty ``allowed_origins``: any origin.
-    ``max_sessions_per_client`` 0: no per-address cap."""
+    ``max_sessions_per_client`` 0: no per-address cap. ``protect_status``: ``/metrics`` and
+    ``/readyz``'s details (worker pids, model paths) need a key too; ``/healthz`` and
+    ``/readyz``'s status code never do, so that probes work without one."""
 
     api_keys: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
     max_sessions_per_client: int = 0
+    protect_status: bool = False
 
     def __post_init__(self) -> None:
         if self.max_sessions_per_client < 0:
             raise ValueError("ASR_MAX_SESSIONS_PER_CLIENT must be 0 (no cap) or positive")
+        if self.protect_status and not self.api_keys:
+            raise ValueError("ASR_PROTECT_STATUS=1 needs the keys to check: set ASR_API_KEYS")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AccessSettings:
@@ -47,12 +52,18 @@ class AccessSettings:
             raise ValueError(
                 f"ASR_MAX_SESSIONS_PER_CLIENT must be an integer, not {cap_text!r}"
             ) from None
+        api_keys = _comma_list(env.get("ASR_API_KEYS", ""))
+        # By default the status is protected exactly when sessions are.
+        protect = env.get("ASR_PROTECT_STATUS", "").strip().lower()
+        if protect not in ("", "1", "true", "yes", "0", "false", "no"):
+            raise ValueError(f"ASR_PROTECT_STATUS must be 1 or 0, not {protect!r}")
         return cls(
-            api_keys=_comma_list(env.get("ASR_API_KEYS", "")),
+            api_keys=api_keys,
             allowed_origins=frozenset(
                 o.rstrip("/").lower() for o in _comma_list(env.get("ASR_ALLOWED_ORIGINS", ""))
             ),
             max_sessions_per_client=cap,
+            protect_status=bool(api_keys) if protect == "" else protect in ("1", "true", "yes"),
         )
 
 
@@ -76,18 +87,35 @@ def check_handshake(
         # visitor's browser (and cookies, or a token in the page) to reach us.
         if origin is not None and origin.rstrip("/").lower() not in settings.allowed_origins:
             return Refusal(403, f"origin {origin!r} is not allowed (ASR_ALLOWED_ORIGINS)")
-    if settings.api_keys:
-        key = _presented_key(headers, query_string)
-        if key is None:
-            return Refusal(
-                401,
-                "an API key is required: send 'Authorization: Bearer KEY'"
-                f" or the query parameter ?{TOKEN_QUERY_PARAMETER}=KEY",
-            )
-        # Compare against every key, in constant time per key: no early exit on a match.
-        matches = [hmac.compare_digest(key.encode(), k.encode()) for k in settings.api_keys]
-        if not any(matches):
-            return Refusal(401, "the API key is not valid")
+    return check_key(settings, headers, query_string)
+
+
+def check_status_access(
+    settings: AccessSettings, headers: Mapping[str, str], query_string: bytes
+) -> Refusal | None:
+    """Whether a request may read the operator's status (``/metrics``, ``/readyz`` details)."""
+    if not settings.protect_status:
+        return None
+    return check_key(settings, headers, query_string)
+
+
+def check_key(
+    settings: AccessSettings, headers: Mapping[str, str], query_string: bytes
+) -> Refusal | None:
+    """A refusal unless the request presents one of the keys (none needed without keys)."""
+    if not settings.api_keys:
+        return None
+    key = _presented_key(headers, query_string)
+    if key is None:
+        return Refusal(
+            401,
+            "an API key is required: send 'Authorization: Bearer KEY'"
+            f" or the query parameter ?{TOKEN_QUERY_PARAMETER}=KEY",
+        )
+    # Compare against every key, in constant time per key: no early exit on a match.
+    matches = [hmac.compare_digest(key.encode(), k.encode()) for k in settings.api_keys]
+    if not any(matches):
+        return Refusal(401, "the API key is not valid")
     return None
 
 

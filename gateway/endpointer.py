@@ -4,7 +4,9 @@ FunASR finds sentence ends with its FSMN-VAD model; without one, this endpointer
 16 kHz int16 PCM is cut into 30 ms frames; a frame is speech when its RMS level is above
 ``energy_dbfs``; a sentence ends once ``min_speech_ms`` of speech has been heard and then
 ``silence_ms`` of frames in a row are not speech (800 ms, FunASR's VAD default for
-``max_end_silence_time``). The end is placed at the end of that silence.
+``max_end_silence_time``). The end is placed at the end of that silence. A sentence with
+no such pause ends at ``max_sentence_bytes`` (``ASR_MAX_SEGMENT_SECONDS``), as FunASR's
+VAD ends one at ``max_single_segment_time``.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ class EnergyEndpointer:
     """Feed PCM as it arrives; ``push`` returns the sentences that ended in it, each
     counted from the end of the one before."""
 
-    def __init__(self, settings: EndpointSettings) -> None:
+    def __init__(self, settings: EndpointSettings, max_sentence_bytes: int | None = None) -> None:
         self._settings = settings
+        self._max_bytes = max_sentence_bytes
         self._pending = bytearray()  # less than a frame, waiting for the rest
         self._consumed = 0  # bytes of the sentence already framed
         self._speech_ms = 0
@@ -71,12 +74,15 @@ class EnergyEndpointer:
                     self._speech_start = self._consumed - FRAME_BYTES
                 self._speech_ms += 30
                 self._silence_ms = 0
-                continue
-            self._silence_ms += 30
-            if (
-                self._speech_ms >= self._settings.min_speech_ms
-                and self._silence_ms >= self._settings.silence_ms
-            ):
+                paused = False
+            else:
+                self._silence_ms += 30
+                paused = (
+                    self._speech_ms >= self._settings.min_speech_ms
+                    and self._silence_ms >= self._settings.silence_ms
+                )
+            full = self._max_bytes is not None and self._consumed + FRAME_BYTES > self._max_bytes
+            if paused or full:
                 ends.append(SentenceEnd(self._consumed, self._speech_start))
                 self._consumed = 0  # offsets of later ends count from this one
                 self._speech_ms = 0

@@ -34,8 +34,10 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.admission import Admission
+from gateway.budget import AudioBudget, HeldAudio
 from gateway.chunker import ChunkCutter
 from gateway.endpointer import EnergyEndpointer
+from gateway.long_audio import find_segments
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import (
     AudioReceived,
@@ -50,6 +52,7 @@ from gateway.protocol import (
 )
 from gateway.resample import PcmResampler, resampled_bytes
 from gateway.results import end_acknowledgement, error_message, result_message
+from gateway.segment import join_texts
 from gateway.settings import GatewaySettings
 from gateway.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError, ProtocolError, ShuttingDownError, WorkerError
@@ -116,6 +119,18 @@ class _Opened:
     last: bool  # the utterance's last stream: its result carries is_final, and ends it
     text_is_delta: bool
     offset_ms: int = 0  # where the stream's audio starts in the utterance (its timestamps)
+
+
+@dataclass(frozen=True, slots=True)
+class _Segments:
+    """An offline utterance longer than ``ASR_MAX_SEGMENT_SECONDS``: one pool stream per
+    segment, decoded at once, and one result for them all."""
+
+    config: SessionConfig
+    label: _Label
+    streams: tuple[AudioStream, ...]
+    offsets_ms: tuple[int, ...]  # where each segment starts in the utterance
+    text_is_delta: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +203,7 @@ class Session:
         *,
         offline_pool: WorkerPool | None = None,
         vad_pool: WorkerPool | None = None,
+        budget: AudioBudget | None = None,
     ) -> None:
         self._websocket = websocket
         self._pool = pool
@@ -198,9 +214,12 @@ class Session:
         self._metrics = metrics
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
-        self._opened_in, self._opened = anyio.create_memory_object_stream[_Opened | _Acknowledge](
-            UTTERANCE_BUFFER
-        )
+        self._opened_in, self._opened = anyio.create_memory_object_stream[
+            _Opened | _Segments | _Acknowledge
+        ](UTTERANCE_BUFFER)
+        # Audio held whole in this process (offline utterances, 2pass sentences), counted
+        # against the gateway-wide ASR_MAX_BUFFERED_SECONDS.
+        self._held = HeldAudio(budget)
         self._streams: set[AudioStream] = set()  # open pool streams, closed at the end
         self._open_utterances = 0  # configs received whose final result is not sent yet
         # Ends that asked for the acknowledgement and have not had it, oldest first.
@@ -228,6 +247,7 @@ class Session:
             for stream in list(self._streams):
                 await stream.aclose()  # never blocks: tells the worker to drop the stream
             self._streams.clear()
+            self._held.release_all()
             for end in (self._events_in, self._events, self._opened_in, self._opened):
                 end.close()
         if self._error is not None:
@@ -342,7 +362,9 @@ class Session:
                                 utterance.vad = self._vad_pool.open_stream(config.stream_options())
                                 self._streams.add(utterance.vad)
                             else:
-                                utterance.endpointer = EnergyEndpointer(self._settings.endpoint)
+                                utterance.endpointer = EnergyEndpointer(
+                                    self._settings.endpoint, self._settings.max_segment_bytes
+                                )
                     case AudioReceived(pcm=pcm):
                         assert utterance is not None, "the parser lets no audio before a config"
                         if utterance.resampler is not None:
@@ -379,7 +401,13 @@ class Session:
         else:
             await self._stream_audio(utterance, pcm)
             if utterance.config.mode == "offline":
-                utterance.buffer += pcm  # bounded by ASR_MAX_SESSION_SECONDS
+                self._hold(utterance, pcm)
+
+    def _hold(self, utterance: _Utterance, pcm: bytes) -> None:
+        """Keep ``pcm`` in the utterance's buffer, within the gateway-wide budget (else
+        1013); each session's share is bounded by ASR_MAX_SESSION_SECONDS as well."""
+        self._held.take(len(pcm))
+        utterance.buffer += pcm
 
     @staticmethod
     async def _stream_audio(utterance: _Utterance, pcm: bytes) -> None:
@@ -397,23 +425,28 @@ class Session:
             take = end.offset - len(utterance.buffer)
             piece = pcm[start : start + take]
             await self._stream_audio(utterance, piece)
-            utterance.buffer += piece
+            self._hold(utterance, piece)
             start += take
             await self._end_sentence(utterance, last=False, speech_start=end.speech_start)
         rest = pcm[start:]
         await self._stream_audio(utterance, rest)
-        utterance.buffer += rest  # bounded by ASR_MAX_SESSION_SECONDS
+        self._hold(utterance, rest)
 
     async def _two_pass_vad_audio(self, utterance: _Utterance, pcm: bytes) -> None:
         """Send ``pcm`` to the VAD and the streaming pass piece by piece; a sentence ends
-        after the piece in which the VAD saw its end (``gateway/vad.py``)."""
+        after the piece in which the VAD saw its end (``gateway/vad.py``), or once it
+        reaches ASR_MAX_SEGMENT_SECONDS without one."""
         vad = utterance.vad
         assert vad is not None
-        for start in range(0, len(pcm), VAD_PIECE_BYTES):
-            piece = pcm[start : start + VAD_PIECE_BYTES]
+        limit = self._settings.max_segment_bytes
+        start = 0
+        while start < len(pcm):
+            room = limit - len(utterance.buffer)  # > 0: a full sentence ends at once
+            piece = pcm[start : start + min(VAD_PIECE_BYTES, room)]
+            start += len(piece)
             await vad.send(piece)
             await self._stream_audio(utterance, piece)  # meanwhile, the VAD works
-            utterance.buffer += piece
+            self._hold(utterance, piece)
             for event in vad_events((await vad.receive()).text):
                 match event:
                     case SpeechStarted(at_byte=at):
@@ -423,6 +456,13 @@ class Session:
                             utterance, last=False, speech_start=self._vad_speech_start(utterance)
                         )
                         utterance.speech_start = None
+            if len(utterance.buffer) >= limit:
+                # No pause the VAD took for an end: cut at the limit, as FunASR's VAD does
+                # at max_single_segment_time. The next sentence starts mid-speech.
+                await self._end_sentence(
+                    utterance, last=False, speech_start=self._vad_speech_start(utterance)
+                )
+                utterance.speech_start = None
 
     @staticmethod
     def _vad_speech_start(utterance: _Utterance) -> int | None:
@@ -474,12 +514,34 @@ class Session:
         if utterance.cutter is not None and utterance.stream is not None:
             await utterance.stream.finish(utterance.cutter.flush())
             return
-        # Offline: the whole utterance in one go, as FunASR's offline server decodes it.
-        stream = await self._open(
-            config, utterance.label, self._pool_for(config), "offline", last=True
-        )
+        # Offline: the whole utterance in one go, as FunASR's offline server decodes it,
+        # unless it is longer than ASR_MAX_SEGMENT_SECONDS: then in segments cut at pauses.
         audio, utterance.buffer = utterance.buffer, bytearray()
-        await stream.finish(audio)
+        pool = self._pool_for(config)
+        segments = await find_segments(
+            audio,
+            self._settings.max_segment_bytes,
+            self._vad_pool,
+            self._settings.endpoint.threshold,
+        )
+        if len(segments) == 1:
+            stream = await self._open(config, utterance.label, pool, "offline", last=True)
+            await stream.finish(audio)
+        else:
+            opened: list[AudioStream] = []
+            for _ in segments:
+                opened.append(pool.open_stream(config.stream_options()))
+                self._streams.add(opened[-1])
+            streams = tuple(opened)
+            offsets = tuple(segment.start_ms for segment in segments)
+            await self._opened_in.send(
+                _Segments(config, utterance.label, streams, offsets, pool.text_is_delta)
+            )
+            whole = memoryview(audio)
+            for stream, segment in zip(streams, segments, strict=True):
+                await stream.finish(whole[segment.start : segment.end])
+            whole.release()
+        self._held.give(len(audio))
 
     async def _end_sentence(
         self, utterance: _Utterance, last: bool, speech_start: int | None
@@ -507,6 +569,7 @@ class Session:
             utterance.config, utterance.label, pool, "2pass-offline", last, offset_ms
         )
         await stream.finish(sentence[skip:])
+        self._held.give(len(sentence))
         if not last:
             await self._open_streaming(utterance, "2pass-online")
 
@@ -514,15 +577,20 @@ class Session:
 
     async def _write(self) -> None:
         async for opened in self._opened:
-            if isinstance(opened, _Acknowledge):
-                await self._acknowledge(opened.label)
-                continue
-            async with opened.stream:
-                await self._relay(opened)
-            self._streams.discard(opened.stream)
-            if opened.last:
-                if opened.label.acknowledge:
-                    await self._acknowledge(opened.label)
+            match opened:
+                case _Acknowledge(label=label):
+                    await self._acknowledge(label)
+                    continue
+                case _Segments(label=label):
+                    await self._relay_segments(opened)
+                    last = True
+                case _Opened(label=label, last=last):
+                    async with opened.stream:
+                        await self._relay(opened)
+                    self._streams.discard(opened.stream)
+            if last:
+                if label.acknowledge:
+                    await self._acknowledge(label)
                 self._utterance_done()
 
     async def _acknowledge(self, label: _Label) -> None:
@@ -584,6 +652,44 @@ class Session:
                 )
             return
         raise WorkerError("the stream ended without its final result")
+
+    async def _relay_segments(self, segments: _Segments) -> None:
+        """One offline result for an utterance decoded in segments: their texts joined as
+        FunASR joins its VAD segments', their timestamps moved to where each starts."""
+        texts: list[str] = []
+        timestamps: list[tuple[int, int]] = []
+        queue_ms = compute_ms = 0.0
+        final: StreamResult | None = None
+        for stream, offset_ms in zip(segments.streams, segments.offsets_ms, strict=True):
+            async with stream:
+                pieces: list[str] = []
+                final = None
+                async for result in stream:
+                    pieces.append(result.text)
+                    queue_ms += result.queue_ms
+                    compute_ms += result.compute_ms
+                    if result.is_final:
+                        final = result
+                        break
+            self._streams.discard(stream)
+            if final is None:
+                raise WorkerError("a segment's stream ended without its final result")
+            texts.append("".join(pieces) if segments.text_is_delta else final.text)
+            timestamps += [(start + offset_ms, end + offset_ms) for start, end in final.timestamps]
+        assert final is not None, "an utterance has at least two segments here"
+        extra = timing_fields(final, segments.streams[-1].worker_index)
+        extra.update(queue_ms=round(queue_ms, 3), compute_ms=round(compute_ms, 3))
+        if timestamps:
+            extra["timestamp"] = timestamp_field(tuple(timestamps), 0)
+        await self._send(
+            result_message(
+                mode="offline",
+                text=join_texts(texts),
+                wav_name=segments.label.wav_name,
+                is_final=True,
+                extra=extra,
+            )
+        )
 
     async def _send(self, text: str) -> None:
         idle = self._settings.idle_timeout_s

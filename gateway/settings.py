@@ -45,14 +45,64 @@ class GatewaySettings:
     idle_timeout_s: float = 60.0
     max_session_s: float = 3600.0
     drain_timeout_s: float = 20.0
+    # Offline utterances, uploads and 2pass sentences are decoded in segments of at most
+    # this (FunASR's VAD: max_single_segment_time, 60 s), cut at pauses: gateway.segment.
+    max_segment_s: float = 60.0
+    # The audio all sessions together may hold in the gateway (offline utterances, 2pass
+    # sentences) before new sessions are refused with 1013: gateway.budget.
+    max_buffered_s: float = field(default_factory=lambda: default_max_buffered_s())
+    # What one client may cost the others (issue #14): frames a second (a token bucket
+    # holding a second's worth: gateway.ratelimit), the time from connecting to the config
+    # and from a config to its first audio, and how long one result may wait to be sent.
+    max_frames_per_s: float = 200.0
+    config_timeout_s: float = 10.0
+    first_audio_timeout_s: float = 30.0  # FunASR's HTML5 page opens the mic after its config
+    send_timeout_s: float = 10.0  # under uvicorn's --ws-ping-timeout (20 s)
+    # A session over max_sessions may wait this long for a place, in arrival order, at most
+    # admission_queue of them (None: max_sessions); 0: refused at once.
+    admission_wait_s: float = 0.0
+    admission_queue: int | None = None
     gc_tuning: bool = True  # shared.gc_tuning: freeze the start-up heap, rarer collections
 
     def __post_init__(self) -> None:
         if min(self.max_sessions, self.max_frame_bytes, self.max_text_bytes) < 1:
             raise ValueError("session and frame limits must be at least 1")
-        for seconds in (self.idle_timeout_s, self.max_session_s, self.drain_timeout_s):
+        for seconds in (
+            self.idle_timeout_s,
+            self.max_session_s,
+            self.drain_timeout_s,
+            self.max_segment_s,
+            self.max_buffered_s,
+        ):
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ValueError("timeouts must be positive numbers of seconds")
+        for seconds in (
+            self.max_frames_per_s,
+            self.config_timeout_s,
+            self.first_audio_timeout_s,
+            self.send_timeout_s,
+        ):
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ValueError("frame rates and timeouts must be positive and finite")
+        if not (self.admission_wait_s >= 0 and math.isfinite(self.admission_wait_s)):
+            raise ValueError("the admission wait must be zero or more seconds")
+        if self.admission_queue is not None and self.admission_queue < 1:
+            raise ValueError("the admission queue must hold at least 1")
+
+    @property
+    def admission_queue_size(self) -> int:
+        """Sessions that may wait for a place at once (``admission_queue``, default
+        ``max_sessions``)."""
+        return self.max_sessions if self.admission_queue is None else self.admission_queue
+
+    @property
+    def max_segment_bytes(self) -> int:
+        """``max_segment_s`` of 16 kHz int16 PCM."""
+        return int(self.max_segment_s * SAMPLE_RATE) * 2
+
+    @property
+    def max_buffered_bytes(self) -> int:
+        return int(self.max_buffered_s * SAMPLE_RATE) * 2
 
     @property
     def max_session_bytes(self) -> int:
@@ -86,8 +136,49 @@ class GatewaySettings:
                 env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s
             ),
             drain_timeout_s=env_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
+            max_segment_s=env_positive_float(
+                env, "ASR_MAX_SEGMENT_SECONDS", defaults.max_segment_s
+            ),
+            max_buffered_s=env_positive_float(
+                env, "ASR_MAX_BUFFERED_SECONDS", defaults.max_buffered_s
+            ),
+            max_frames_per_s=env_float(
+                env,
+                "ASR_MAX_FRAMES_PER_SECOND",
+                defaults.max_frames_per_s,
+                what="a number of frames a second",
+                valid=lambda v: v > 0,
+                requirement="a positive number of frames a second",
+            ),
+            config_timeout_s=env_positive_float(
+                env, "ASR_CONFIG_TIMEOUT", defaults.config_timeout_s
+            ),
+            first_audio_timeout_s=env_positive_float(
+                env, "ASR_FIRST_AUDIO_TIMEOUT", defaults.first_audio_timeout_s
+            ),
+            send_timeout_s=env_positive_float(env, "ASR_SEND_TIMEOUT", defaults.send_timeout_s),
+            admission_wait_s=env_float(
+                env,
+                "ASR_ADMISSION_WAIT",
+                defaults.admission_wait_s,
+                what="a number of seconds",
+                valid=lambda v: v >= 0,
+                requirement="zero or a positive number of seconds",
+            ),
+            # Unset: None, which means max_sessions.
+            admission_queue=env_positive_int(env, "ASR_ADMISSION_QUEUE", 0) or None,
             gc_tuning=env.get("ASR_GC_TUNING", "1").strip().lower() not in ("0", "false", "no"),
         )
+
+
+def default_max_buffered_s() -> float:
+    """An eighth of the machine's memory, at two bytes of gateway memory per byte of PCM
+    held (the buffer, and its copy as it goes to the workers): 24 GiB gives ~14 hours."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        memory = 8 << 30
+    return float(memory // 8 // (2 * 2 * SAMPLE_RATE))
 
 
 def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
