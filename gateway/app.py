@@ -35,7 +35,9 @@ from uvicorn.logging import DefaultFormatter
 from gateway.access import ClientSessions, Refusal, check_handshake, check_status_access
 from gateway.admission import Admission
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
+from gateway.long_audio import transcribe_long
 from gateway.metrics import GatewayMetrics
+from gateway.server_log import quiet_client_faults
 from gateway.session import CLOSE_GRACE_S, Session, close_with_error
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
@@ -260,6 +262,7 @@ class Gateway:
     # -- WebSocket --------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
+        quiet_client_faults()  # before any frame of this connection reaches uvicorn's parser
         serving = self._serving
         if serving is not None:
             # Keys and origin first: a refused handshake costs no session, no worker stream.
@@ -286,7 +289,19 @@ class Gateway:
                 return
             try:
                 places.enter_context(serving.clients.admit(client))
-                places.enter_context(serving.admission.admit())
+                # All places taken: wait for one up to ASR_ADMISSION_WAIT (0: refused now).
+                waited_from, outcome = anyio.current_time(), "refused"
+                try:
+                    with self.metrics.admission_waiting.track_inprogress():
+                        place = await serving.admission.wait_for_place(
+                            serving.settings.admission_wait_s,
+                            serving.settings.admission_queue_size,
+                        )
+                    outcome = "admitted"
+                finally:
+                    waited = anyio.current_time() - waited_from
+                    self.metrics.admission_wait.labels(outcome).observe(waited)
+                places.enter_context(place)
             except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
                 self.metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
                 await close_with_error(websocket, exc)
@@ -381,7 +396,15 @@ class Gateway:
         samples = await anyio.to_thread.run_sync(decode_wav, audio.data, settings.max_session_s)
         options = StreamOptions(hotwords=audio.hotwords)
         try:
-            transcript = await serving.whole_utterance_pool.transcribe_with_times(samples, options)
+            # Longer than ASR_MAX_SEGMENT_SECONDS: in segments cut at pauses, then joined.
+            transcript = await transcribe_long(
+                serving.whole_utterance_pool,
+                samples,
+                options,
+                max_segment_bytes=settings.max_segment_bytes,
+                vad_pool=serving.vad_pool,
+                energy_threshold=settings.endpoint.threshold,
+            )
         except GatewayError as error:
             raise refusal_for(error) from None
         self.metrics.transcriptions.labels("200").inc()
