@@ -21,6 +21,7 @@ from gateway.segment import cut, silence_by_energy
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, checksum, config, receive_until_is_final
+from tests.workers.test_fsmn_vad import funasr_vad, spoken
 from workers.engines.paraformer import load_automodel, to_float
 
 BYTES_PER_S = 32000
@@ -204,3 +205,37 @@ def test_new_sessions_are_refused_while_the_budget_is_spent() -> None:
             admitted.send_text(END)
             [result] = receive_until_is_final(admitted)
         assert result["text"] == checksum(pcm)
+
+
+def test_with_a_vad_pool_the_cuts_fall_outside_funasrs_speech_regions(
+    tiny_vad_model: Path,
+) -> None:
+    """The FSMN-VAD decides where the pauses are: every cut lies in a gap between the
+    speech regions funasr's own VAD finds in the same audio, and inside the silences."""
+    audio = spoken(
+        11, ("speech", 1.5), ("silence", 1.0), ("speech", 1.5), ("silence", 1.0), ("speech", 1.0)
+    )
+    pcm = audio.astype("<i2").tobytes()
+    streaming = PoolSettings(model="checksum", devices=("cpu",))
+    vad = replace(streaming, model=str(tiny_vad_model), kind="vad")
+    settings = replace(SETTINGS, vad_pool=vad, max_segment_s=2.5)
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+        ws.send_text(config(mode="offline"))
+        ws.send_bytes(pcm)
+        ws.send_text(END)
+        [result] = receive_until_is_final(ws)
+    ranges = pieces(str(result["text"]), pcm)
+    assert len(ranges) == 3
+    cuts_ms = [end // 32 for _, end in ranges[:-1]]
+    assert 1500 <= cuts_ms[0] <= 2500
+    assert 4000 <= cuts_ms[1] <= 5000
+    model = load_automodel(str(tiny_vad_model), "cpu", 1)
+    cache: dict[str, object] = {}
+    segments: list[list[int]] = []
+    for start in range(0, len(audio), 16000):
+        segments += funasr_vad(model, audio[start : start + 16000], cache)
+    speech_ms = [beg for beg, _ in segments if beg != -1], [end for _, end in segments if end != -1]
+    regions = list(zip(*speech_ms, strict=False))
+    assert regions  # funasr heard the speech
+    for at in cuts_ms:
+        assert not any(beg < at < end for beg, end in regions), (at, regions)
