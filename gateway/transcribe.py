@@ -16,7 +16,8 @@ status reason               when
 400    bad_length           a request ``Content-Length`` that is not a number
 400    bad_form             a malformed form, no ``file`` part, two, over ``MAX_PARTS``
                             parts, a text field over ``FIELD_MAX_BYTES``
-400    bad_json, bad_url    not JSON, not ``{"url": ...}``, a URL that is not http(s)
+400    bad_json             not JSON, or not ``{"url": "..."}``
+400    bad_url              a URL that is not http(s), or malformed
 400    bad_hotwords         hotwords past the limits of a WebSocket config
 400    bad_wav              an empty, truncated or corrupt WAV, one without samples
 400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
@@ -28,9 +29,11 @@ status reason               when
                             ``REDIRECTS`` redirects
 400    fetch_timeout        the fetch took over ``ASR_FETCH_TIMEOUT``
 400    disconnected         the client went away while sending the body
-401    unauthorized         access control, as for WebSocket sessions; 403:
-403    forbidden_origin     a foreign ``Origin``
-413    too_large            a body, file or fetch over its cap (a declared length: at once)
+401    unauthorized         no API key, or a wrong one (as for WebSocket sessions)
+403    forbidden_origin     an ``Origin`` not in ``ASR_ALLOWED_ORIGINS``
+413    too_large            a file or fetch over ``ASR_TRANSCRIBE_MAX_BYTES``, a form over
+                            that and ``FORM_SLACK_BYTES``, JSON over 64 KiB (a declared
+                            ``Content-Length`` over the cap: at once, nothing read)
 413    too_long             more than ``ASR_MAX_SESSION_SECONDS`` of audio (from the header)
 415    unsupported_type     a request that is neither multipart nor JSON
 415    not_wav              audio that is not WAV, or a WAV encoding not listed above
@@ -58,7 +61,9 @@ from gateway.fetch import fetch
 from gateway.protocol import parse_hotwords
 from gateway.transcribe_errors import TranscribeError
 from gateway.upload import (
+    FORM_WHY,
     JSON_MAX_BYTES,
+    JSON_WHY,
     check_declared_length,
     form_limit,
     read_capped,
@@ -243,14 +248,15 @@ async def read_audio(request: Request, settings: TranscribeSettings) -> AudioReq
 async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        check_declared_length(request.headers, form_limit(settings.max_bytes), "the form")
+        limit = form_limit(settings.max_bytes)
+        check_declared_length(request.headers, limit, "the form", FORM_WHY)
         form = await read_form(content_type, request.stream(), settings.max_bytes)
         if form.file is None:
             raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
         return AudioRequest(form.file, form.filename, _hotwords(form.hotwords))
     if content_type.startswith("application/json"):
-        check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body")
-        raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body")
+        check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
+        raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         try:
             payload = json.loads(raw)
         except (ValueError, RecursionError):

@@ -14,7 +14,7 @@ class TranscribeError(Exception):
         self.message = message
 
 
-def too_large(limit: int, what: str = "the audio") -> TranscribeError:
-    return TranscribeError(
-        413, "too_large", f"{what} is larger than {limit} bytes (ASR_TRANSCRIBE_MAX_BYTES)"
-    )
+def too_large(
+    limit: int, what: str = "the audio", why: str = "ASR_TRANSCRIBE_MAX_BYTES"
+) -> TranscribeError:
+    return TranscribeError(413, "too_large", f"{what} is larger than {limit} bytes ({why})")

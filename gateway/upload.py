@@ -22,12 +22,14 @@ from python_multipart.multipart import parse_options_header
 from gateway.transcribe_errors import TranscribeError, too_large
 
 JSON_MAX_BYTES = 64 << 10
+JSON_WHY = "a JSON body takes at most 64 KiB"
+FORM_WHY = "ASR_TRANSCRIBE_MAX_BYTES and 256 KiB for the form's fields"
 FIELD_MAX_BYTES = 64 << 10  # a text field (hotwords: 16 KiB of words, plus JSON weights)
 FORM_SLACK_BYTES = 256 << 10  # a form's boundaries, part headers and text fields
 MAX_PARTS = 8
 
 
-def check_declared_length(headers: Mapping[str, str], limit: int, what: str) -> None:
+def check_declared_length(headers: Mapping[str, str], limit: int, what: str, why: str) -> None:
     """Refuse at once a body whose ``Content-Length`` is over ``limit`` (413) or malformed."""
     declared = headers.get("content-length")
     if declared is None:
@@ -36,16 +38,16 @@ def check_declared_length(headers: Mapping[str, str], limit: int, what: str) -> 
     if not (text.isascii() and text.isdigit()):
         raise TranscribeError(400, "bad_length", f"the Content-Length {declared!r} is malformed")
     if int(text) > limit:
-        raise too_large(limit, what)
+        raise too_large(limit, what, why)
 
 
-async def read_capped(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
+async def read_capped(chunks: AsyncIterator[bytes], limit: int, what: str, why: str) -> bytes:
     """The whole body, refused with 413 as soon as it passes ``limit`` bytes."""
     body = bytearray()
     async for chunk in chunks:
         body += chunk
         if len(body) > limit:
-            raise too_large(limit, what)
+            raise too_large(limit, what, why)
     return bytes(body)
 
 
@@ -69,7 +71,7 @@ async def read_form(content_type: str, chunks: AsyncIterator[bytes], max_file_by
     async for chunk in chunks:
         total += len(chunk)
         if total > limit:
-            raise too_large(limit, "the form")
+            raise too_large(limit, "the form", FORM_WHY)
         reader.feed(chunk)
     return reader.finish()
 

@@ -135,10 +135,10 @@ def test_the_boundary_comes_from_the_content_type() -> None:
 def test_the_declared_length_is_checked_first(declared: str | None, status: int | None) -> None:
     headers = {} if declared is None else {"content-length": declared}
     if status is None:
-        check_declared_length(headers, 100, "the body")
+        check_declared_length(headers, 100, "the body", "a test")
         return
     with pytest.raises(TranscribeError) as refused:
-        check_declared_length(headers, 100, "the body")
+        check_declared_length(headers, 100, "the body", "a test")
     assert refused.value.status == status
 
 
@@ -152,10 +152,10 @@ async def chunks(pieces: Iterable[bytes], taken: list[int]) -> AsyncIterator[byt
 async def test_a_capped_read_stops_at_the_chunk_that_passes_the_cap() -> None:
     taken: list[int] = []
     with pytest.raises(TranscribeError) as refused:
-        await read_capped(chunks([bytes(40)] * 100, taken), 100, "the JSON body")
+        await read_capped(chunks([bytes(40)] * 100, taken), 100, "the JSON body", "a test")
     assert refused.value.status == 413
     assert sum(taken) == 120  # the third chunk: nothing read after it
-    assert await read_capped(chunks([b"{}"], []), 100, "the JSON body") == b"{}"
+    assert await read_capped(chunks([b"{}"], []), 100, "the JSON body", "a test") == b"{}"
 
 
 @pytest.mark.anyio
