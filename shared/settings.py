@@ -131,9 +131,15 @@ class PoolSettings:
     stream_idle_timeout_s: float = 300.0
     start_timeout_s: float = 300.0
     stop_timeout_s: float = 10.0
-    # A worker that owes results and sends none for this long is taken for hung and
-    # killed. A step of max_batch large-model chunks on one CPU core takes ~7 s.
+    # A worker that owes results and sends none for this long, plus
+    # step_seconds_per_audio_second for every second of audio it owes, is taken for hung
+    # and killed (hang_timeout_s). A step of max_batch large-model chunks on one CPU core
+    # takes ~7 s; an offline decode of a long utterance takes time in proportion to it.
     step_timeout_s: float = 60.0
+    step_seconds_per_audio_second: float = 1.0
+    # WorkerPool.health reports the pool unable to serve once every worker has been lost
+    # and has failed to restart at least once, for longer than this.
+    unhealthy_after_s: float = 60.0
     # "paraformer" (PyTorch, funasr's own code) or "paraformer-onnx" (ONNX Runtime, streams
     # batched per step; exported once into the model directory). checksum ignores it.
     engine: Engine = "paraformer"
@@ -163,6 +169,19 @@ class PoolSettings:
             raise ValueError(f"ONNX precision must be fp32 or int8, not {self.onnx_precision!r}")
         if self.batch_wait_s < 0:
             raise ValueError("the batch wait cannot be negative")
+        if not (
+            math.isfinite(self.step_seconds_per_audio_second)
+            and self.step_seconds_per_audio_second >= 0
+        ):
+            raise ValueError("the step seconds per audio second must be zero or more")
+        if self.unhealthy_after_s <= 0:
+            raise ValueError("unhealthy_after_s must be positive")
+
+    def hang_timeout_s(self, owed_audio_s: float) -> float:
+        """How long a worker that owes ``owed_audio_s`` seconds of audio may go without
+        answering before it is taken for hung: the step timeout, and real time for the
+        audio on top (a long utterance's offline decode may honestly take a while)."""
+        return self.step_timeout_s + owed_audio_s * self.step_seconds_per_audio_second
 
     @property
     def worker_devices(self) -> tuple[str, ...]:
@@ -208,6 +227,14 @@ class PoolSettings:
             ),
             step_timeout_s=env_positive_float(
                 env, "ASR_WORKER_STEP_TIMEOUT", defaults.step_timeout_s
+            ),
+            step_seconds_per_audio_second=env_float(
+                env,
+                "ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND",
+                defaults.step_seconds_per_audio_second,
+                what="a number",
+                valid=lambda v: v >= 0,
+                requirement="zero or a positive number",
             ),
             engine=_choice(env, "ASR_ENGINE", ENGINES, defaults.engine),
             onnx_precision=_choice(env, "ASR_ONNX_PRECISION", PRECISIONS, defaults.onnx_precision),

@@ -91,6 +91,11 @@ class ShmSender:
     stopped reading (hung) would fill the 64 KiB pipe buffer, and a blocking write would then
     freeze the event loop, and with it every session and the watchdog that would kill the
     worker. So a write the pipe cannot take waits in ``_pending`` instead.
+
+    A worker that is gone (the pipe's reader closed: ``BrokenPipeError``) is no error of the
+    sender's: what waited is dropped, ``flush`` returns, and ``send`` raises
+    ``BrokenPipeError`` from then on. The pool learns of the death from the worker's
+    results pipe (EOF), which is where it fails the worker's streams.
     """
 
     def __init__(self, connection: Connection, slab: Slab) -> None:
@@ -99,8 +104,11 @@ class ShmSender:
         os.set_blocking(self._fd, False)
         self._slab = slab
         self._pending = bytearray()
+        self._gone = False
 
     def send(self, header: CommandHeader, pcm: bytes | memoryview = b"") -> None:
+        if self._gone:
+            raise BrokenPipeError("the worker's command pipe is closed")
         if header.slot != NO_SLOT:
             self._slab.write(header.slot, pcm)
         payload = header.pack()
@@ -109,6 +117,8 @@ class ShmSender:
             self._pending += frame  # behind what is already waiting: order is kept
             return
         written = self._write(frame)
+        if self._gone:
+            raise BrokenPipeError("the worker's command pipe is closed")
         if written < len(frame):
             self._pending += frame[written:]
 
@@ -130,6 +140,12 @@ class ShmSender:
         try:
             return os.write(self._fd, data)
         except BlockingIOError:
+            return 0
+        except OSError:
+            # BrokenPipeError (EPIPE), or the like: nobody reads this pipe any more. What
+            # waited here was for a worker that will never see it.
+            self._gone = True
+            self._pending.clear()
             return 0
 
     def close(self) -> None:

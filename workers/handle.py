@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import multiprocessing
 import time
@@ -14,6 +15,7 @@ import anyio
 
 from shared.errors import GatewayError, WorkerError, WorkerLoadError
 from shared.messages import (
+    SAMPLE_RATE,
     EngineSpec,
     StreamFailed,
     StreamOptions,
@@ -26,13 +28,17 @@ from shared.messages import (
 from shared.settings import PoolSettings
 from shared.wire import CommandHeader, CommandKind, SlabLayout
 from workers.channels import CommandSender, QueueSender, ShmSender, open_header
-from workers.process import BatchPolicy, QueueChannel, ShmChannel, worker_main
+from workers.engines import load_engine
+from workers.process import BatchPolicy, EngineLoader, QueueChannel, ShmChannel, worker_main
 from workers.slab import Slab
 
 KILL_GRACE_S = 2.0
 
 
 class WorkerState(enum.Enum):
+    """``DEAD`` from the moment the worker cannot serve: its results pipe read EOF or
+    something unreadable, or it was killed. Streams are bound only to ``READY`` workers."""
+
     STARTING = "starting"
     READY = "ready"
     STOPPING = "stopping"
@@ -54,9 +60,16 @@ class WorkerHandle:
     all and is safe to call twice. Streams bound to it live in ``streams``.
     """
 
-    def __init__(self, index: int, spec: EngineSpec, settings: PoolSettings) -> None:
+    def __init__(
+        self,
+        index: int,
+        spec: EngineSpec,
+        settings: PoolSettings,
+        engine_loader: EngineLoader = load_engine,
+    ) -> None:
         self.index = index
         self.spec = spec
+        self._engine_loader = engine_loader
         self.state = WorkerState.STARTING
         self.streams: dict[int, StreamSink] = {}
         self.ready: WorkerReady | None = None
@@ -72,12 +85,13 @@ class WorkerHandle:
         self._results: Connection | None = None
         self._process: BaseProcess | None = None
         # Hang detection: every audio piece sent is owed exactly one answer (a result or a
-        # failure). ``_owed_since`` is when the worker last made progress while owing any.
-        self._pieces_sent = 0
-        self._pieces_answered = 0
+        # failure), and the worker answers them in the order sent. ``_owed`` holds the
+        # samples of each piece not yet answered; ``_owed_since`` is when the worker last
+        # made progress while owing any.
+        self._owed: collections.deque[int] = collections.deque()
+        self._owed_samples = 0
         self._owed_since: float | None = None
         self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
-        self.killed_as_hung = False
         self._commands_waiting = anyio.Event()  # set while the sender holds unsent bytes
 
     @property
@@ -119,7 +133,7 @@ class WorkerHandle:
         )
         self._process = context.Process(
             target=worker_main,
-            args=(self.spec, channel, results_child, policy),
+            args=(self.spec, channel, results_child, policy, self._engine_loader),
             name=f"asr-worker-{self.index}",
             daemon=True,
         )
@@ -163,27 +177,45 @@ class WorkerHandle:
         return batch[0]
 
     async def read_messages(self, route: Callable[[WorkerHandle, WorkerMessage], None]) -> None:
-        """Route every message until the worker's end of the pipe closes (it exited)."""
+        """Route every message until the worker's end of the pipe closes (it exited).
+
+        The worker is ``DEAD`` from the moment that is read, before this returns. A batch
+        that cannot be read (unpickling fails) also leaves it ``DEAD``, and raises
+        :class:`WorkerError`; so does anything ``route`` raises, which propagates.
+        """
         assert self._results is not None
         results = self._results
         while True:
             await anyio.wait_readable(results.fileno())
-            while results.poll():
+            while True:
                 try:
+                    if not results.poll():
+                        break
                     batch: tuple[WorkerMessage, ...] = results.recv()
                 except (EOFError, OSError):
+                    self.state = WorkerState.DEAD
                     return
-                answered_before = self._pieces_answered
-                for message in batch:
-                    match message:
-                        case StreamResult() | StreamFailed():
-                            self._pieces_answered += 1
-                        case WorkerStats():
-                            self.engine_streams = message.engine_streams
-                    route(self, message)
-                if self._pieces_answered != answered_before:
-                    owing = self._pieces_sent > self._pieces_answered
-                    self._owed_since = time.monotonic() if owing else None
+                except Exception as exc:  # pickle raises anything a reduce function raises
+                    self.state = WorkerState.DEAD
+                    raise WorkerError(
+                        f"sent a message that cannot be read ({type(exc).__name__}: {exc})"
+                    ) from exc
+                answered = False
+                try:
+                    for message in batch:
+                        match message:
+                            case StreamResult() | StreamFailed():
+                                answered = True
+                                if self._owed:
+                                    self._owed_samples -= self._owed.popleft()
+                            case WorkerStats():
+                                self.engine_streams = message.engine_streams
+                        route(self, message)
+                except BaseException:
+                    self.state = WorkerState.DEAD  # the rest of the batch is lost
+                    raise
+                if answered:
+                    self._owed_since = time.monotonic() if self._owed else None
 
     async def flush_commands(self) -> None:
         """Write out what the command pipe could not take at once, as it drains. Runs for
@@ -201,10 +233,10 @@ class WorkerHandle:
         owed_since = self._owed_since
         return 0.0 if owed_since is None else time.monotonic() - owed_since
 
-    def kill_as_hung(self) -> None:
-        """SIGKILL a worker that stopped answering; its exit then fails its streams."""
-        self.killed_as_hung = True
-        self.kill()
+    @property
+    def owed_audio_seconds(self) -> float:
+        """The audio sent to the worker and not yet answered, in seconds."""
+        return self._owed_samples / SAMPLE_RATE
 
     async def acquire_slot(self) -> int:
         """Wait for a free slot: this wait is the pipeline's backpressure."""
@@ -240,7 +272,9 @@ class WorkerHandle:
         if self._sender.pending_bytes:
             self._commands_waiting.set()
         if header.kind is CommandKind.AUDIO:
-            self._pieces_sent += 1
+            samples = header.length // 2
+            self._owed.append(samples)
+            self._owed_samples += samples
             if self._owed_since is None:
                 self._owed_since = time.monotonic()
 
@@ -257,19 +291,20 @@ class WorkerHandle:
             self.state = WorkerState.STOPPING
 
     def kill(self) -> None:
+        """SIGKILL the worker (if it runs); it is ``DEAD`` from now on."""
+        self.state = WorkerState.DEAD
         if self._process is not None and self._process.is_alive():
             self._process.kill()
 
     async def reap(self, timeout: float = KILL_GRACE_S) -> int | None:
-        """Wait for the process to exit (terminate, then kill, past ``timeout``); join it."""
+        """Wait for the process to exit (killed past ``timeout``); join it."""
         process = self._process
         if process is None or process.pid is None:
             return None  # never started
         if process.exitcode is None and not await _exited(process, timeout):
-            process.terminate()
-            if not await _exited(process, KILL_GRACE_S):
-                process.kill()
-                await _exited(process, KILL_GRACE_S)
+            # Not terminate(): workers ignore SIGTERM (worker_main says why).
+            process.kill()
+            await _exited(process, KILL_GRACE_S)
         return process.exitcode
 
     def fail_streams(self, error: GatewayError) -> None:

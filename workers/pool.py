@@ -13,8 +13,10 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -33,9 +35,11 @@ from shared.messages import (
     WorkerStats,
 )
 from shared.settings import PoolSettings
+from workers.engines import load_engine
 from workers.export import up_to_date
-from workers.handle import WorkerHandle, WorkerState
+from workers.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.models import ResolvedModel, resolve_model
+from workers.process import EngineLoader
 from workers.stream import Audio, AudioStream
 
 logger = logging.getLogger(__name__)
@@ -73,7 +77,19 @@ class _Seat:
     handle: WorkerHandle
     restarts: int = 0
     assigned: int = 0
-    stopped: anyio.Event | None = None
+    stopped: anyio.Event | None = None  # set when its supervisor has ended
+    lost_at: float | None = None  # when its last worker was lost; None while one serves
+    failed_restarts: int = 0  # since then
+    restart_error: str = ""  # the last of them
+    ended: str = ""  # why its supervisor ended, when that was not the pool's stop
+
+
+@dataclass(frozen=True, slots=True)
+class _Loss:
+    """Why the pool gave up a worker that had not simply exited."""
+
+    cause: str  # completes "worker N (pid P) ..."
+    error: BaseException | None = None  # an unexpected error: logged with its traceback
 
 
 async def ensure_onnx_export(model_dir: str, precision: str) -> None:
@@ -97,12 +113,42 @@ async def ensure_onnx_export(model_dir: str, precision: str) -> None:
 
 
 class WorkerPool:
-    """Spawned model workers, one or more per device, behind one async API."""
+    """Spawned model workers, one or more per device, behind one async API.
 
-    def __init__(self, settings: PoolSettings, *, on_result: ResultObserver | None = None) -> None:
+    No fault of one worker ends the pool. Each worker has a supervisor task, which routes
+    its results, writes its commands and watches it for a hang; whatever goes wrong there
+    (the worker exits, sends something unreadable, its pipe breaks, routing or an
+    ``on_result`` observer raises) fails that worker's streams with :class:`WorkerError`,
+    kills and reaps the worker, releases its slab and starts a replacement. A supervisor
+    never lets an exception out: its own bug ends that seat only, which ``health`` reports.
+
+    Why the supervisors' task group is entered by ``start()`` in the caller's task and left
+    by ``aclose()``, rather than run by a task of the pool's own: AnyIO offers no task
+    outside a task group (a bare ``create_task`` would tie the pool to asyncio), and the
+    library API is ``await pool.start()`` ... ``await pool.aclose()`` from one task (the
+    gateway's lifespan). A child of that task group that raised would cancel the caller's
+    scope, so none does: every supervisor swallows its errors as above. ``aclose`` stops
+    and releases every worker and slab under a shield, so a caller cancelled meanwhile
+    still leaves nothing behind; the task group is then exited unshielded (its scope must
+    be the innermost one), with no task left in it. So: call ``start()`` and ``aclose()``
+    from the same task, nested like any other context (``async with pool`` does).
+
+    ``engine_loader`` builds the engine in each worker (``workers.engines.load_engine`` by
+    default): a module-level function, as it is pickled by name into spawned workers; it
+    serves engines from outside this package, and tests' engines that fail on demand.
+    """
+
+    def __init__(
+        self,
+        settings: PoolSettings,
+        *,
+        on_result: ResultObserver | None = None,
+        engine_loader: EngineLoader = load_engine,
+    ) -> None:
         self.settings = settings
         self.model: ResolvedModel | None = None
         self._on_result = on_result
+        self._engine_loader = engine_loader
         self._seats: list[_Seat] = []
         self._stream_ids = itertools.count(1)
         self._stopping = False
@@ -155,7 +201,9 @@ class WorkerPool:
             )
             for device in settings.worker_devices
         ]
-        handles = [WorkerHandle(i, spec, settings) for i, spec in enumerate(specs)]
+        handles = [
+            WorkerHandle(i, spec, settings, self._engine_loader) for i, spec in enumerate(specs)
+        ]
         errors: list[BaseException] = []
 
         async def start_one(handle: WorkerHandle) -> None:
@@ -170,10 +218,11 @@ class WorkerPool:
                 for handle in handles:
                     group.start_soon(start_one, handle)
         except BaseException:
-            for handle in handles:
-                handle.kill()
-                await handle.reap(timeout=0)
-                handle.close()
+            with anyio.CancelScope(shield=True):
+                for handle in handles:
+                    handle.kill()
+                    await handle.reap(timeout=0)
+                    handle.close()
             load_errors = [e for e in errors if isinstance(e, WorkerLoadError)]
             if load_errors:
                 raise load_errors[0] from None
@@ -195,98 +244,159 @@ class WorkerPool:
         self._state_changed = anyio.Event()
 
     async def aclose(self) -> None:
-        """Stop every worker: a STOP sentinel, a join with a timeout, then terminate/kill.
+        """Stop every worker: a STOP sentinel, a join with a timeout, then kill.
 
-        Streams still open fail with :class:`ShuttingDownError`. Safe to call twice.
+        Streams still open fail with :class:`ShuttingDownError`. Every process is reaped and
+        every slab released even if the caller is cancelled meanwhile. Safe to call twice.
         """
         if self._task_group is None:
             return
         self._stopping = True
-        for seat in self._seats:
-            seat.handle.request_stop()
-        with anyio.move_on_after(self.settings.stop_timeout_s):
+        with anyio.CancelScope(shield=True):
             for seat in self._seats:
-                assert seat.stopped is not None
-                await seat.stopped.wait()
-        for seat in self._seats:
-            seat.handle.kill()  # past the timeout; each supervisor then reaps its worker
-        # The task group must be exited from the scope it was entered in, so no shield
-        # here: the supervisors it waits for shield their own cleanup.
+                seat.handle.request_stop()
+            with anyio.move_on_after(self.settings.stop_timeout_s):
+                await self._supervisors_ended()
+            for seat in self._seats:
+                seat.handle.kill()  # past the timeout; each supervisor then reaps its worker
+            # A killed worker is reaped within the kill grace; a supervisor still running
+            # past that is cancelled below, and releases its worker in its shielded cleanup.
+            with anyio.move_on_after(2 * KILL_GRACE_S):
+                await self._supervisors_ended()
         task_group, self._task_group = self._task_group, None
+        if not all(seat.stopped is not None and seat.stopped.is_set() for seat in self._seats):
+            task_group.cancel_scope.cancel()
+        # Not shielded: a task group's scope must be the innermost one when it is exited.
         await task_group.__aexit__(None, None, None)
 
+    async def _supervisors_ended(self) -> None:
+        for seat in self._seats:
+            assert seat.stopped is not None
+            await seat.stopped.wait()
+
     async def _supervise(self, seat: _Seat) -> None:
-        """Route the worker's messages; when it exits, fail its streams and replace it."""
+        """Keep the seat served; never raises but for cancellation (see the class doc)."""
         assert seat.stopped is not None
         try:
-            while True:
-                handle = seat.handle
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._watch_for_hang, seat, handle)
-                    group.start_soon(handle.flush_commands)
-                    await handle.read_messages(self._route)
-                    group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    exit_code = await handle.reap()
-                if self._stopping:
-                    handle.fail_streams(ShuttingDownError("the server is shutting down"))
-                    handle.close()
-                    return
-                if handle.killed_as_hung:
-                    cause = (
-                        f"sent no result for {self.settings.step_timeout_s:g} s"
-                        " (ASR_WORKER_STEP_TIMEOUT) and was killed"
-                    )
-                else:
-                    cause = f"died (exit code {exit_code})"
-                logger.error("worker %d (pid %s) %s", seat.index, handle.pid, cause)
-                handle.fail_streams(
-                    WorkerError(
-                        f"worker {seat.index} ({seat.spec.device}) {cause}; the stream is lost"
-                    )
-                )
-                handle.close()
-                self._notify_state_change()
-                replacement = await self._replace(seat)
-                if replacement is None:
-                    return
-                seat.handle = replacement
-                self._notify_state_change()
+            await self._keep_served(seat)
+        except Exception as exc:  # a bug of ours: end this seat, never the pool
+            seat.ended = f"its supervisor failed: {type(exc).__name__}: {exc}"
+            logger.error("worker %d: %s; the seat is lost", seat.index, seat.ended, exc_info=exc)
         finally:
+            # Whatever ended the supervision (a stop, a cancellation, a bug), the worker
+            # it held is killed and reaped, and its pipes and slab are released.
+            with anyio.CancelScope(shield=True):
+                handle = seat.handle
+                handle.kill()
+                await handle.reap(timeout=0)
+                if self._stopping or not seat.ended:
+                    handle.fail_streams(ShuttingDownError("the server is shutting down"))
+                else:
+                    handle.fail_streams(
+                        WorkerError(
+                            f"worker {seat.index} is lost ({seat.ended}); the stream is lost"
+                        )
+                    )
+                handle.close()
             seat.stopped.set()
+            self._notify_state_change()
 
-    async def _watch_for_hang(self, seat: _Seat, handle: WorkerHandle) -> None:
-        """Kill the worker if it owes results and has sent none for the step timeout.
+    async def _keep_served(self, seat: _Seat) -> None:
+        """Serve the worker; when it is lost, fail its streams and replace it."""
+        while True:
+            handle = seat.handle
+            loss = await self._serve(seat, handle)
+            with anyio.CancelScope(shield=True):
+                exit_code = await handle.reap()
+            if self._stopping:
+                handle.fail_streams(ShuttingDownError("the server is shutting down"))
+                handle.close()
+                return
+            seat.lost_at = time.monotonic()
+            seat.failed_restarts = 0
+            cause = loss.cause if loss is not None else f"died (exit code {exit_code})"
+            error = loss.error if loss is not None else None
+            logger.error("worker %d (pid %s) %s", seat.index, handle.pid, cause, exc_info=error)
+            handle.fail_streams(
+                WorkerError(f"worker {seat.index} ({seat.spec.device}) {cause}; the stream is lost")
+            )
+            handle.close()
+            self._notify_state_change()
+            replacement = await self._replace(seat)
+            if replacement is None:
+                return
+            seat.handle = replacement
+            seat.lost_at = None
+            seat.failed_restarts = 0
+            self._notify_state_change()
+
+    async def _serve(self, seat: _Seat, handle: WorkerHandle) -> _Loss | None:
+        """Route the worker's results, write its commands and watch it for a hang, until
+        its results pipe ends. ``None`` if it simply exited; else why it was killed."""
+        losses: list[_Loss] = []
+
+        def lose(loss: _Loss) -> None:
+            if not losses:
+                losses.append(loss)
+            handle.kill()  # its results pipe then ends, which ends the reader
+
+        async def guarded(run: Callable[[], Awaitable[None]], what: str) -> None:
+            try:
+                await run()
+            except WorkerError as exc:  # the worker's fault, said in one line
+                lose(_Loss(f"{exc.message}; it was killed"))
+            except Exception as exc:
+                kind = f"{type(exc).__name__}: {exc}"
+                lose(_Loss(f"was killed: {what} raised {kind}", exc))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(guarded, partial(self._watch_for_hang, handle, lose), "the watchdog")
+            group.start_soon(guarded, handle.flush_commands, "writing its commands")
+            await guarded(partial(handle.read_messages, self._route), "routing its results")
+            group.cancel_scope.cancel()
+        return losses[0] if losses else None
+
+    async def _watch_for_hang(self, handle: WorkerHandle, lose: Callable[[_Loss], None]) -> None:
+        """Kill the worker if it owes results and has sent none for its hang timeout: the
+        step timeout, plus real time for the audio it owes (``PoolSettings.hang_timeout_s``).
 
         A hung worker (a stuck kernel, a deadlock in native code) would otherwise hold its
         sessions forever; killed, it fails them with 1011 and is replaced like a crash.
         """
-        timeout = self.settings.step_timeout_s
+        settings = self.settings
         while True:
-            await anyio.sleep(min(1.0, timeout / 4))
+            await anyio.sleep(min(1.0, settings.step_timeout_s / 4))
+            owed_s = handle.owed_audio_seconds
+            timeout = settings.hang_timeout_s(owed_s)
             if handle.seconds_without_progress() > timeout:
-                logger.error(
-                    "worker %d (pid %s) owes results and sent none for %g s: killing it",
-                    seat.index,
-                    handle.pid,
-                    timeout,
+                lose(
+                    _Loss(
+                        f"sent no result for {timeout:.3g} s and was killed"
+                        f" (ASR_WORKER_STEP_TIMEOUT {settings.step_timeout_s:g} s + {owed_s:.3g}"
+                        " s of audio owed x ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND"
+                        f" {settings.step_seconds_per_audio_second:g})"
+                    )
                 )
-                handle.kill_as_hung()
                 return
 
     async def _replace(self, seat: _Seat) -> WorkerHandle | None:
         for attempt in itertools.count():
             if self._stopping:
                 return None
-            handle = WorkerHandle(seat.index, seat.spec, self.settings)
+            handle = WorkerHandle(seat.index, seat.spec, self.settings, self._engine_loader)
             seat.handle = handle  # visible as "starting" in status() meanwhile
             try:
                 await handle.start()
             except Exception as exc:
-                logger.error("worker %d failed to restart: %s", seat.index, exc)
-                handle.kill()
-                await handle.reap(timeout=0)
+                with anyio.CancelScope(shield=True):
+                    handle.kill()
+                    await handle.reap(timeout=0)
                 handle.close()
+                if self._stopping:
+                    return None  # killed by aclose while loading
+                seat.failed_restarts += 1
+                seat.restart_error = str(exc)
+                logger.error("worker %d failed to restart: %s", seat.index, exc)
                 await anyio.sleep(RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)])
                 continue
             seat.restarts += 1
@@ -395,3 +505,33 @@ class WorkerPool:
         return bool(self._seats) and all(
             seat.handle.state is WorkerState.READY for seat in self._seats
         )
+
+    @property
+    def health(self) -> str | None:
+        """``None`` while the pool serves or will again by itself; else one line saying why
+        it cannot (for ``/healthz``: a process manager should restart the server).
+
+        Not healthy: a seat whose supervisor has ended while the pool is not stopping (its
+        worker is gone and nothing will replace it); or every seat without a worker, each
+        having failed to restart at least once, for more than ``unhealthy_after_s`` (60 s
+        by default: past a few restart attempts, the model or device is not coming back by
+        itself). A slow restart that has not failed yet is not unhealthy, nor is a pool
+        being stopped: ``ready`` says whether streams can open.
+        """
+        if self._stopping:
+            return None
+        if self._task_group is None:
+            return "the worker pool has not been started"
+        for seat in self._seats:
+            if seat.stopped is not None and seat.stopped.is_set():
+                reason = seat.ended or "its supervisor ended"
+                return f"worker {seat.index} ({seat.spec.device}) is not served: {reason}"
+        lost = [seat.lost_at for seat in self._seats if seat.failed_restarts]
+        if len(lost) == len(self._seats) and all(at is not None for at in lost):
+            down_s = time.monotonic() - max(at for at in lost if at is not None)
+            if down_s > self.settings.unhealthy_after_s:
+                return (
+                    f"no worker has served for {down_s:.0f} s: every restart fails"
+                    f" (worker {self._seats[-1].index}: {self._seats[-1].restart_error})"
+                )
+        return None

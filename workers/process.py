@@ -4,6 +4,10 @@ Runs in a process started with the ``spawn`` context (fork breaks CUDA and copie
 parent's event loop). The loop drains every command already waiting (up to ``max_batch``
 audio items), hands the slots back at once, runs the engine on the batch, and sends every
 message of the step in one write on the result pipe.
+
+An engine that raises fails what it was doing, not the worker: a step's exception fails
+every stream of that step (one ``StreamFailed`` per piece, so each piece is still answered
+exactly once) and drops their state; an exception opening a stream fails that stream.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
@@ -34,6 +39,10 @@ from workers.engines import load_engine
 from workers.engines.base import ChunkItem, Engine
 
 POLL_INTERVAL_S = 1.0
+
+# Builds the engine a worker runs, in the worker process. ``load_engine`` unless the pool
+# is given another (a module-level function: it is pickled by name into spawned workers).
+EngineLoader = Callable[[EngineSpec], Engine]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,7 @@ def worker_main(
     channel: ShmChannel | QueueChannel,
     results: Connection,
     policy: BatchPolicy,
+    load: EngineLoader = load_engine,
 ) -> None:
     """Entry point of a spawned worker."""
     # Ctrl-C reaches the whole process group; the parent stops us in order instead.
@@ -80,10 +90,9 @@ def worker_main(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     started = time.monotonic()
     try:
-        engine = load_engine(spec)
+        engine = load(spec)
     except BaseException as exc:
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        results.send((WorkerLoadFailed(f"{spec.engine} on {spec.device}: {detail}"),))
+        results.send((WorkerLoadFailed(f"{spec.engine} on {spec.device}: {_describe(exc)}"),))
         results.close()
         raise SystemExit(1) from None
     match channel:
@@ -188,14 +197,22 @@ def _apply(engine: Engine, commands: list[Command], outbox: list[WorkerMessage])
         match header.kind:
             case CommandKind.OPEN:
                 assert header.options is not None
-                engine.open_stream(header.stream_id, header.options)
+                try:
+                    engine.open_stream(header.stream_id, header.options)
+                except Exception as exc:
+                    _drop_streams(engine, (header.stream_id,))
+                    # Not an answer to a piece (none was sent yet): the stream is failed
+                    # the way an expired one is; its pieces, if any come, find no state.
+                    reason = f"{engine.name} failed to open the stream: {_describe(exc)}"
+                    outbox.append(StreamExpired(header.stream_id, reason))
             case CommandKind.AUDIO:
                 assert command.samples is not None
                 item = ChunkItem(header.stream_id, header.seq, command.samples, header.final)
                 batch.append((item, header.sent_ns))
             case CommandKind.CLOSE:
                 _run_batch(engine, batch, outbox)
-                engine.close_stream(header.stream_id)
+                # An abandoned stream: nobody waits for an answer, even if dropping fails.
+                _drop_streams(engine, (header.stream_id,))
             case CommandKind.STOP:
                 stopping = True
     _run_batch(engine, batch, outbox)
@@ -208,7 +225,19 @@ def _run_batch(
     if not batch:
         return
     started_ns = time.monotonic_ns()
-    outputs = engine.feed([item for item, _ in batch])
+    items = [item for item, _ in batch]
+    try:
+        outputs = engine.feed(items)
+        if len(outputs) != len(items):
+            raise RuntimeError(f"{len(outputs)} outputs for {len(items)} chunks")
+    except Exception as exc:
+        reason = f"{engine.name} failed on this step: {_describe(exc)}"
+        outbox.extend(StreamFailed(item.stream_id, reason) for item in items)
+        # Their state may be half-updated: drop it, so that later audio for them fails
+        # cleanly (an unknown stream) instead of decoding on top of it.
+        _drop_streams(engine, dict.fromkeys(item.stream_id for item in items))
+        batch.clear()
+        return
     compute_ms = (time.monotonic_ns() - started_ns) / 1e6
     for (_, sent_ns), output in zip(batch, outputs, strict=True):
         if output.error is not None:
@@ -228,3 +257,15 @@ def _run_batch(
             )
         )
     batch.clear()
+
+
+def _drop_streams(engine: Engine, stream_ids: Iterable[int]) -> None:
+    for stream_id in stream_ids:
+        try:
+            engine.close_stream(stream_id)
+        except Exception:
+            pass  # the stream is failed or abandoned already; its state is the engine's
+
+
+def _describe(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

@@ -1,0 +1,69 @@
+"""A checksum engine that fails on demand, for the pool's fault tests.
+
+Runs in real spawned workers: ``WorkerPool(settings, engine_loader=load)``. What triggers a
+fault is in what a test sends, so that one worker serves good and failing streams side by
+side:
+
+- a piece that starts with :data:`FAIL_STEP`: ``feed`` raises, failing its whole step;
+- a stream opened with the hotword :data:`FAIL_OPEN`: ``open_stream`` raises;
+- a piece that starts with :data:`CLOSE_RESULTS`: the worker closes its results pipe and
+  then sleeps, alive (the parent reads EOF from a worker that has not exited);
+- the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
+  starts: loading raises (restarts fail until the file is removed).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+import numpy as np
+import numpy.typing as npt
+
+from shared.messages import EngineSpec, StreamOptions
+from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.checksum import ChecksumEngine
+
+FAIL_STEP = np.array([-32768, 32767, -32768, 1], dtype=np.int16)
+CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
+FAIL_OPEN = "fail-open"
+FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
+
+
+def marked(marker: npt.NDArray[np.int16], samples: int = 1000) -> npt.NDArray[np.int16]:
+    """Audio that starts with ``marker``."""
+    return np.concatenate([marker, np.ones(samples, dtype=np.int16)])
+
+
+def _starts_with(samples: npt.NDArray[np.int16], marker: npt.NDArray[np.int16]) -> bool:
+    return len(samples) >= len(marker) and bool(np.array_equal(samples[: len(marker)], marker))
+
+
+class FailingChecksumEngine(ChecksumEngine):
+    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
+        if FAIL_OPEN in options.hotwords:
+            raise RuntimeError("asked to fail opening")
+        super().open_stream(stream_id, options)
+
+    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
+        if any(_starts_with(item.samples, CLOSE_RESULTS) for item in items):
+            for thing in gc.get_objects():
+                # The worker's only writable Connection (shm transport) is its results pipe.
+                if isinstance(thing, Connection) and not thing.closed and thing.writable:
+                    thing.close()
+            time.sleep(3600)
+        if any(_starts_with(item.samples, FAIL_STEP) for item in items):
+            super().feed(items)  # half the work done: the state is then dropped all the same
+            raise RuntimeError("asked to fail this step")
+        return super().feed(items)
+
+
+def load(spec: EngineSpec) -> FailingChecksumEngine:
+    """The engine loader (module level: it is pickled by name into the workers)."""
+    fail_load = os.environ.get(FAIL_LOAD_ENV)
+    if fail_load is not None and os.path.exists(fail_load):
+        raise RuntimeError(f"asked to fail loading ({fail_load} exists)")
+    return FailingChecksumEngine()
