@@ -1,7 +1,9 @@
-"""Admission: at most ``max_sessions`` sessions at once, none while draining, and the drain."""
+"""Admission: at most ``max_sessions`` sessions at once, a bounded line of sessions waiting
+for a place, none while draining, and the drain."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 
@@ -10,13 +12,26 @@ import anyio
 from shared.errors import OverCapacityError, ShuttingDownError
 
 
-class Admission:
-    """Counts live sessions and says at once whether another may start.
+class _Waiter:
+    """A session waiting in line: ``decided`` is set when it is given ``place``, or refused
+    (the drain) with ``place`` still None."""
 
-    A refused session is told why right away (``OverCapacityError``, close 1013, or
-    ``ShuttingDownError``, close 1012); nothing waits in line. The drain is two one-way
-    events that sessions watch: ``draining`` (refuse new work, close each session as soon as
-    it is between utterances) and ``expired`` (the drain timeout passed: close the rest now).
+    __slots__ = ("decided", "place")
+
+    def __init__(self) -> None:
+        self.decided = anyio.Event()
+        self.place: Place | None = None
+
+
+class Admission:
+    """Counts live sessions and says whether another may start.
+
+    ``admit`` answers at once; ``wait_for_place`` may wait for a place to come free, in
+    arrival order, in a line of bounded length. A refused session is told why
+    (``OverCapacityError``, close 1013, or ``ShuttingDownError``, close 1012). The drain is
+    two one-way events that sessions watch: ``draining`` (refuse new work and every waiter,
+    close each session as soon as it is between utterances) and ``expired`` (the drain
+    timeout passed: close the rest now).
     """
 
     def __init__(self, max_sessions: int) -> None:
@@ -27,6 +42,13 @@ class Admission:
         self.draining = anyio.Event()
         self.expired = anyio.Event()
         self._idle: anyio.Event | None = None
+        # Oldest first; a place given back goes to the first. Bounded by wait_for_place.
+        self._waiters: deque[_Waiter] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """Sessions waiting for a place."""
+        return len(self._waiters)
 
     def admit(self) -> Place:
         """Take one of the ``max_sessions`` places, or raise why not."""
@@ -40,17 +62,62 @@ class Admission:
         self.active += 1
         return Place(self._release)
 
+    async def wait_for_place(self, timeout: float, queue_size: int) -> Place:
+        """Take a place, waiting up to ``timeout`` seconds for one to come free if all are
+        taken; places go to waiters in the order they came. Refused at once while
+        draining, when ``timeout`` is 0, or when ``queue_size`` sessions already wait."""
+        if self.draining.is_set() or timeout <= 0 or self.active < self.max_sessions:
+            return self.admit()
+        if len(self._waiters) >= queue_size:
+            raise OverCapacityError(
+                f"the server is serving its maximum of {self.max_sessions} sessions and"
+                f" {len(self._waiters)} more are waiting for a place; try again later"
+            )
+        waiter = _Waiter()
+        self._waiters.append(waiter)
+        try:
+            with anyio.move_on_after(timeout):
+                await waiter.decided.wait()
+        except BaseException:
+            self._withdraw(waiter)
+            raise
+        if waiter.place is not None:  # given one, even if the time ran out meanwhile
+            return waiter.place
+        self._withdraw(waiter)
+        if self.draining.is_set():
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        raise OverCapacityError(
+            f"the server is serving its maximum of {self.max_sessions} sessions and none"
+            f" came free within {timeout:g} s (ASR_ADMISSION_WAIT); try again later"
+        )
+
+    def _withdraw(self, waiter: _Waiter) -> None:
+        """A waiter leaves the line; a place it was given meanwhile goes to the next."""
+        if waiter.place is not None:
+            waiter.place.release()
+        elif waiter in self._waiters:
+            self._waiters.remove(waiter)
+
     def _release(self) -> None:
+        if self._waiters and not self.draining.is_set():
+            # Handed over: the count stays the same.
+            waiter = self._waiters.popleft()
+            waiter.place = Place(self._release)
+            waiter.decided.set()
+            return
         self.active -= 1
         if self.active == 0 and self._idle is not None:
             self._idle.set()
 
     def start_drain(self) -> None:
+        """Refuse new sessions, and every session waiting for a place, from now on."""
         self.draining.set()
+        while self._waiters:
+            self._waiters.popleft().decided.set()
 
     def expire(self) -> None:
         """The drain timeout has passed: sessions still open close with 1012 now."""
-        self.draining.set()
+        self.start_drain()
         self.expired.set()
 
     async def wait_idle(self) -> None:

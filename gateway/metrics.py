@@ -23,6 +23,9 @@ DURATION_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
+# From admitted at once to a minute in line.
+ADMISSION_WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
 StatusSource = Callable[[], Sequence[WorkerStatus]]
 # Each pool's status, by the prefix of its workers' labels ("" for the streaming pool).
 PoolSources = Callable[[], Mapping[str, StatusSource]]
@@ -74,6 +77,18 @@ class GatewayMetrics:
             "WebSocket sessions refused at once, by reason: over_capacity, draining,"
             " client_cap, unauthorized, forbidden_origin, audio_budget",
             ["reason"],
+            registry=registry,
+        )
+        self.admission_waiting = Gauge(
+            "asr_admission_waiters",
+            "WebSocket sessions waiting for a place (ASR_ADMISSION_WAIT)",
+            registry=registry,
+        )
+        self.admission_wait = Histogram(
+            "asr_admission_wait_seconds",
+            "Time a WebSocket session waited for a place, by outcome: admitted, refused",
+            ["outcome"],
+            buckets=ADMISSION_WAIT_BUCKETS,
             registry=registry,
         )
         self.session_errors = Counter(

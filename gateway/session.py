@@ -33,6 +33,7 @@ import anyio.abc
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from gateway import transport
 from gateway.admission import Admission
 from gateway.budget import AudioBudget, HeldAudio
 from gateway.chunker import ChunkCutter
@@ -50,6 +51,7 @@ from gateway.protocol import (
     ProtocolParser,
     SessionConfig,
 )
+from gateway.ratelimit import TokenBucket, frame_cost
 from gateway.resample import PcmResampler, resampled_bytes
 from gateway.results import end_acknowledgement, error_message, result_message
 from gateway.segment import join_texts
@@ -160,7 +162,7 @@ async def close_with_error(
     acknowledged; each is answered first, failed (FunASR's Python client then raises the
     error at once, rather than waiting out its timeout)."""
     code = error.close_code
-    with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
+    with anyio.move_on_after(CLOSE_GRACE_S, shield=True) as grace:
         try:
             for owed in owed_acknowledgements:
                 await websocket.send_text(
@@ -168,8 +170,13 @@ async def close_with_error(
                 )
             await websocket.send_text(error_message(code, error.message, mode, wav_name))
             await websocket.close(code, close_reason(error.message))
+            await transport.drained(websocket)
         except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # the client left first, or the connection is already closed
+            return  # the client left first, or the connection is already closed
+    if grace.cancelled_caught:
+        # A client that reads nothing: our frames would wait behind its unread results
+        # for as long as TCP keeps the connection, and the server with them.
+        transport.abort(websocket)
 
 
 def timing_fields(result: StreamResult, worker: int) -> dict[str, object]:
@@ -229,6 +236,13 @@ class Session:
         self._group: anyio.abc.TaskGroup | None = None
         self._ended = False
         self._error: GatewayError | None = None
+        # What one client may cost the others: frames counted in a bucket holding a
+        # second's worth (gateway.ratelimit); the config due within ASR_CONFIG_TIMEOUT of
+        # the start, each config's first audio within ASR_FIRST_AUDIO_TIMEOUT.
+        rate = settings.max_frames_per_s
+        self._started = anyio.current_time()
+        self._frames = TokenBucket(rate, max(1.0, rate), self._started)
+        self._configured_at: float | None = None  # the last config, until its first audio
 
     async def run(self) -> None:
         limit = self._settings.max_session_s
@@ -292,8 +306,10 @@ class Session:
                 message = await self._receive()
                 text, data = message.get("text"), message.get("bytes")
                 if text is not None:
+                    self._count_frame(None)
                     events = parser.receive_text(text)
                 elif data is not None:
+                    self._count_frame(len(data))
                     events = parser.receive_bytes(data)
                 else:
                     continue
@@ -304,20 +320,44 @@ class Session:
                     await self._events_in.send(event)
 
     async def _receive(self) -> Message:
-        """The client's next frame, within the idle timeout unless we owe it a result."""
-        idle = self._settings.idle_timeout_s
+        """The client's next frame: within the idle timeout unless we owe it a result; the
+        first config, and each config's first audio, within their own timeouts too."""
+        settings = self._settings
+        idle = settings.idle_timeout_s
         owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
         deadline = math.inf if owed else anyio.current_time() + idle
+        late = f"no frame from the client for {idle:g} s (ASR_IDLE_TIMEOUT)"
+        if self._parser.state is ParserState.AWAITING_CONFIG:
+            due = self._started + settings.config_timeout_s
+            if due < deadline:
+                wait = settings.config_timeout_s
+                deadline, late = due, f"no config within {wait:g} s (ASR_CONFIG_TIMEOUT)"
+        elif self._configured_at is not None:
+            due = self._configured_at + settings.first_audio_timeout_s
+            if due < deadline:
+                wait = settings.first_audio_timeout_s
+                deadline = due
+                late = f"no audio within {wait:g} s of the config (ASR_FIRST_AUDIO_TIMEOUT)"
         message: Message | None = None
         with anyio.CancelScope(deadline=deadline) as scope:
             self._idle_scope = scope
             message = await self._websocket.receive()
         self._idle_scope = None
         if message is None:
-            raise ProtocolError(f"no frame from the client for {idle:g} s (ASR_IDLE_TIMEOUT)")
+            raise ProtocolError(late)
         if message["type"] == "websocket.disconnect":
             raise _ClientGone
         return message
+
+    def _count_frame(self, size: int | None) -> None:
+        """One frame of ``size`` bytes (None: text) against ASR_MAX_FRAMES_PER_SECOND."""
+        if size is not None:
+            size = resampled_bytes(size, self._parser.session_config.audio_fs)
+        if not self._frames.take(frame_cost(size), anyio.current_time()):
+            raise ProtocolError(
+                f"more than {self._settings.max_frames_per_s:g} frames a second"
+                " (ASR_MAX_FRAMES_PER_SECOND); send audio in frames of 20 ms or more"
+            )
 
     async def _refuse_utterance(self) -> None:
         """No new utterance while draining; the ones still owed their results get them
@@ -332,7 +372,9 @@ class Session:
             case ConfigReceived(config=config):
                 self._open_utterances += 1
                 self._metrics.utterances.labels(config.mode).inc()
+                self._configured_at = anyio.current_time()
             case AudioReceived(pcm=pcm):
+                self._configured_at = None
                 config = self._parser.session_config
                 self._audio_bytes += resampled_bytes(len(pcm), config.audio_fs)
                 if self._audio_bytes > self._settings.max_session_bytes:
@@ -340,7 +382,9 @@ class Session:
                         f"the session sent more than {self._settings.max_session_s:g} s"
                         " of audio (ASR_MAX_SESSION_SECONDS)"
                     )
-            case ConfigUpdated() | EndOfUtterance() | EndWithoutUtterance():
+            case EndOfUtterance():
+                self._configured_at = None  # an empty utterance: nothing more is due
+            case ConfigUpdated() | EndWithoutUtterance():
                 pass
 
     # -- forwarder --------------------------------------------------------------------
@@ -692,11 +736,13 @@ class Session:
         )
 
     async def _send(self, text: str) -> None:
-        idle = self._settings.idle_timeout_s
-        with anyio.move_on_after(idle) as scope:
+        # Shorter than uvicorn's ping timeout, which would otherwise drop a client that
+        # stopped reading first, with no close code and no word in the log.
+        timeout = self._settings.send_timeout_s
+        with anyio.move_on_after(timeout) as scope:
             await self._websocket.send_text(text)
         if scope.cancelled_caught:
-            raise ProtocolError(f"the client read no result for {idle:g} s (ASR_IDLE_TIMEOUT)")
+            raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
 
     def _utterance_done(self) -> None:
         self._open_utterances -= 1
