@@ -8,6 +8,8 @@ side:
 - a stream opened with the hotword :data:`FAIL_OPEN`: ``open_stream`` raises;
 - a piece that starts with :data:`CLOSE_RESULTS`: the worker closes its results pipe and
   then sleeps, alive (the parent reads EOF from a worker that has not exited);
+- a piece that starts with :data:`UNREADABLE`: its result pickles in the worker but cannot
+  be unpickled in the parent;
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
   starts: loading raises (restarts fail until the file is removed).
 """
@@ -18,6 +20,7 @@ import gc
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -29,6 +32,7 @@ from workers.engines.checksum import ChecksumEngine
 
 FAIL_STEP = np.array([-32768, 32767, -32768, 1], dtype=np.int16)
 CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
+UNREADABLE = np.array([-32768, 32767, -32768, 3], dtype=np.int16)
 FAIL_OPEN = "fail-open"
 FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
 
@@ -40,6 +44,19 @@ def marked(marker: npt.NDArray[np.int16], samples: int = 1000) -> npt.NDArray[np
 
 def _starts_with(samples: npt.NDArray[np.int16], marker: npt.NDArray[np.int16]) -> bool:
     return len(samples) >= len(marker) and bool(np.array_equal(samples[: len(marker)], marker))
+
+
+def _refuse(text: str) -> str:
+    raise RuntimeError(f"refusing to unpickle {text!r}")
+
+
+class _Unreadable(str):
+    """Text that pickles to a call of :func:`_refuse`."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return _refuse, (str(self),)
 
 
 class FailingChecksumEngine(ChecksumEngine):
@@ -58,7 +75,13 @@ class FailingChecksumEngine(ChecksumEngine):
         if any(_starts_with(item.samples, FAIL_STEP) for item in items):
             super().feed(items)  # half the work done: the state is then dropped all the same
             raise RuntimeError("asked to fail this step")
-        return super().feed(items)
+        outputs = super().feed(items)
+        return [
+            replace(output, text=_Unreadable(output.text))
+            if _starts_with(item.samples, UNREADABLE)
+            else output
+            for item, output in zip(items, outputs, strict=True)
+        ]
 
 
 def load(spec: EngineSpec) -> FailingChecksumEngine:

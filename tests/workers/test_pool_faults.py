@@ -24,7 +24,14 @@ from workers.slab import SLAB_PREFIX
 
 from . import failing_engine
 from .checksums import expected_checksum
-from .failing_engine import CLOSE_RESULTS, FAIL_LOAD_ENV, FAIL_OPEN, FAIL_STEP, marked
+from .failing_engine import (
+    CLOSE_RESULTS,
+    FAIL_LOAD_ENV,
+    FAIL_OPEN,
+    FAIL_STEP,
+    UNREADABLE,
+    marked,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -272,6 +279,28 @@ async def test_a_supervision_error_fails_that_workers_streams_and_replaces_it(
         with anyio.fail_after(10):
             assert await pool.transcribe(audio) == expected_checksum(audio)
         assert pool.health is None
+
+
+async def test_an_unreadable_message_fails_that_workers_streams_and_replaces_it() -> None:
+    async with _failing_pool() as pool:
+        (worker,) = pool.status()
+        stream = pool.open_stream()
+        await stream.send(marked(UNREADABLE))
+        with (
+            anyio.fail_after(10),
+            pytest.raises(
+                WorkerError, match=r"cannot be read \(RuntimeError: refusing to unpickle"
+            ),
+        ):
+            await stream.receive()
+        await stream.aclose()
+        with anyio.fail_after(30):
+            await pool.wait_ready()
+        (after,) = pool.status()
+        assert (after.restarts, after.state) == (1, "ready")
+        assert after.pid != worker.pid
+        audio = np.arange(3000, dtype=np.int16)
+        assert await pool.transcribe(audio) == expected_checksum(audio)
 
 
 async def test_health_names_restarts_that_keep_failing(

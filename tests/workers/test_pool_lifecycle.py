@@ -178,9 +178,16 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
 
         stopped_at = anyio.current_time()
         await victim_stream.send(audio[5000:10000])  # now it owes an answer
-        with anyio.fail_after(5.0), pytest.raises(WorkerError, match="ASR_WORKER_STEP_TIMEOUT"):
+        with (
+            anyio.fail_after(5.0),
+            pytest.raises(WorkerError, match="ASR_WORKER_STEP_TIMEOUT") as info,
+        ):
             await victim_stream.receive()
-        assert anyio.current_time() - stopped_at < 1.0 + 2.0  # timeout + one watchdog tick
+        # The timeout grows with the audio owed (5,000 samples here): both settings named.
+        assert "0.312 s of audio owed x ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND 1" in str(
+            info.value
+        )
+        assert anyio.current_time() - stopped_at < 1.0 + 2.0  # timeout + owed audio + a tick
         await victim_stream.aclose()
         assert not _alive(victim.pid)
 
