@@ -170,9 +170,9 @@ async def close_with_error(
                 )
             await websocket.send_text(error_message(code, error.message, mode, wav_name))
             await websocket.close(code, close_reason(error.message))
-            await transport.drained(websocket)
         except (WebSocketDisconnect, RuntimeError, OSError):
-            return  # the client left first, or the connection is already closed
+            pass  # the client left first, or the connection is already closed
+        await transport.drained(websocket)
     if grace.cancelled_caught:
         # A client that reads nothing: our frames would wait behind its unread results
         # for as long as TCP keeps the connection, and the server with them.
@@ -243,6 +243,7 @@ class Session:
         self._started = anyio.current_time()
         self._frames = TokenBucket(rate, max(1.0, rate), self._started)
         self._configured_at: float | None = None  # the last config, until its first audio
+        self._closed_under = False  # the server's WebSocket layer closed the connection
 
     async def run(self) -> None:
         limit = self._settings.max_session_s
@@ -276,6 +277,12 @@ class Session:
                 wav_name=config.wav_name,
                 owed_acknowledgements=self._owed_acknowledgements,
             )
+        elif self._closed_under:
+            logger.info(
+                "a session's connection was closed by uvicorn: a protocol error of the"
+                " client's, or no pong within --ws-ping-timeout"
+            )
+            await transport.let_go(self._websocket, CLOSE_GRACE_S)
 
     async def _guard(self, task: Callable[[], Awaitable[None]]) -> None:
         """Run one of the session's tasks; the first to fail ends the whole session."""
@@ -739,8 +746,14 @@ class Session:
         # Shorter than uvicorn's ping timeout, which would otherwise drop a client that
         # stopped reading first, with no close code and no word in the log.
         timeout = self._settings.send_timeout_s
-        with anyio.move_on_after(timeout) as scope:
-            await self._websocket.send_text(text)
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                await self._websocket.send_text(text)
+        except RuntimeError:
+            # uvicorn has closed the connection itself and sends nothing more: a protocol
+            # error of the client's, or no pong within its --ws-ping-timeout.
+            self._closed_under = True
+            raise _ClientGone from None
         if scope.cancelled_caught:
             raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
 

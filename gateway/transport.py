@@ -45,6 +45,16 @@ async def drained(websocket: WebSocket) -> None:
         await anyio.sleep(FLUSH_POLL_S)
 
 
+async def let_go(websocket: WebSocket, grace: float) -> None:
+    """Give what was sent ``grace`` seconds to leave the server's write buffer, then abort
+    the connection if it has not: the server can then close it (a client that reads
+    nothing would keep it open for as long as TCP does)."""
+    with anyio.move_on_after(grace, shield=True) as scope:
+        await drained(websocket)
+    if scope.cancelled_caught:
+        abort(websocket)
+
+
 def abort(websocket: WebSocket) -> bool:
     """Drop the connection now, unsent data and all (the peer gets a TCP reset); whether
     there was a transport to abort."""
