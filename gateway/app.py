@@ -326,6 +326,18 @@ class Gateway:
         return FileResponse(STATIC / "index.html")
 
     async def _healthz(self, request: Request) -> Response:
+        """200 while the process serves or will again by itself (a worker restarting);
+        503 once a pool cannot serve any more, so that a process manager restarts us."""
+        serving = self._serving
+        if serving is not None:
+            for name, pool in (
+                ("streaming", serving.pool),
+                ("offline", serving.offline_pool),
+                ("vad", serving.vad_pool),
+            ):
+                reason = pool.health if pool is not None else None
+                if reason is not None:
+                    return JSONResponse({"status": "failing", "pool": name, "reason": reason}, 503)
         return JSONResponse({"status": "ok"})
 
     async def _readyz(self, request: Request) -> Response:
