@@ -134,7 +134,8 @@ class PoolSettings:
     # A worker that owes results and sends none for this long, plus
     # step_seconds_per_audio_second for every second of audio it owes, is taken for hung
     # and killed (hang_timeout_s). A step of max_batch large-model chunks on one CPU core
-    # takes ~7 s; an offline decode of a long utterance takes time in proportion to it.
+    # takes ~7 s; an offline decode of a long utterance takes time in proportion to it
+    # (its final piece owes the whole utterance: workers.handle says what counts).
     step_timeout_s: float = 60.0
     step_seconds_per_audio_second: float = 1.0
     # WorkerPool.health reports the pool unable to serve once every worker has been lost

@@ -17,6 +17,7 @@ from shared.errors import GatewayError, WorkerError, WorkerLoadError
 from shared.messages import (
     SAMPLE_RATE,
     EngineSpec,
+    StreamExpired,
     StreamFailed,
     StreamOptions,
     StreamResult,
@@ -85,11 +86,19 @@ class WorkerHandle:
         self._results: Connection | None = None
         self._process: BaseProcess | None = None
         # Hang detection: every audio piece sent is owed exactly one answer (a result or a
-        # failure), and the worker answers them in the order sent. ``_owed`` holds the
-        # samples of each piece not yet answered; ``_owed_since`` is when the worker last
-        # made progress while owing any.
+        # failure), and the worker answers them in the order sent. ``_owed`` holds, for
+        # each piece not yet answered, the audio (samples) it costs the worker: its own, or
+        # for a whole-utterance engine's final piece the stream's whole audio (the engine
+        # decodes then; ``_utterances`` counts what each stream has sent so far).
+        # ``_owed_since`` is when the worker last made progress while owing any, and
+        # ``_budget_samples`` the audio it owed then, plus the whole-utterance finals sent
+        # since: audio sent while it is silent cannot be in the step it is busy with, and
+        # must not keep a hung worker alive for as long as its clients send.
+        self._whole_utterances = spec.engine == "paraformer-offline"
+        self._utterances: dict[int, int] = {}
         self._owed: collections.deque[int] = collections.deque()
         self._owed_samples = 0
+        self._budget_samples = 0
         self._owed_since: float | None = None
         self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
         self._commands_waiting = anyio.Event()  # set while the sender holds unsent bytes
@@ -129,7 +138,7 @@ class WorkerHandle:
             self._settings.max_batch,
             self._settings.batch_wait_s,
             self._settings.chunk_deadline_s,
-            hold_finals=self.spec.engine == "paraformer-offline",
+            hold_finals=self._whole_utterances,
         )
         self._process = context.Process(
             target=worker_main,
@@ -208,6 +217,10 @@ class WorkerHandle:
                                 answered = True
                                 if self._owed:
                                     self._owed_samples -= self._owed.popleft()
+                                if not isinstance(message, StreamResult):
+                                    self._utterances.pop(message.stream_id, None)
+                            case StreamExpired():
+                                self._utterances.pop(message.stream_id, None)
                             case WorkerStats():
                                 self.engine_streams = message.engine_streams
                         route(self, message)
@@ -216,6 +229,7 @@ class WorkerHandle:
                     raise
                 if answered:
                     self._owed_since = time.monotonic() if self._owed else None
+                    self._budget_samples = self._owed_samples
 
     async def flush_commands(self) -> None:
         """Write out what the command pipe could not take at once, as it drains. Runs for
@@ -235,8 +249,10 @@ class WorkerHandle:
 
     @property
     def owed_audio_seconds(self) -> float:
-        """The audio sent to the worker and not yet answered, in seconds."""
-        return self._owed_samples / SAMPLE_RATE
+        """The audio the worker owes answers for, in seconds, as its hang timeout counts
+        it: what it owed when it last made progress (or began to owe), and the
+        whole-utterance decodes asked of it since."""
+        return self._budget_samples / SAMPLE_RATE
 
     async def acquire_slot(self) -> int:
         """Wait for a free slot: this wait is the pipeline's backpressure."""
@@ -256,6 +272,7 @@ class WorkerHandle:
     def close_stream(self, stream_id: int) -> None:
         """Tell the worker to drop an abandoned stream's state; a gone worker has none."""
         self.streams.pop(stream_id, None)
+        self._utterances.pop(stream_id, None)
         if self.state is WorkerState.READY:
             try:
                 self.send(CommandHeader(CommandKind.CLOSE, stream_id))
@@ -272,11 +289,24 @@ class WorkerHandle:
         if self._sender.pending_bytes:
             self._commands_waiting.set()
         if header.kind is CommandKind.AUDIO:
-            samples = header.length // 2
-            self._owed.append(samples)
-            self._owed_samples += samples
-            if self._owed_since is None:
-                self._owed_since = time.monotonic()
+            self._owe(header)
+
+    def _owe(self, header: CommandHeader) -> None:
+        cost = header.length // 2
+        whole_utterance = self._whole_utterances and header.final
+        if self._whole_utterances:
+            sent = self._utterances.pop(header.stream_id, 0) + cost
+            if header.final:
+                cost = sent
+            else:
+                self._utterances[header.stream_id] = sent
+        self._owed.append(cost)
+        self._owed_samples += cost
+        if self._owed_since is None:
+            self._owed_since = time.monotonic()
+            self._budget_samples = cost
+        elif whole_utterance:
+            self._budget_samples += cost
 
     def request_stop(self) -> None:
         """Ask the worker to finish what is queued and exit."""
@@ -309,6 +339,7 @@ class WorkerHandle:
 
     def fail_streams(self, error: GatewayError) -> None:
         streams, self.streams = self.streams, {}
+        self._utterances.clear()
         for sink in streams.values():
             sink.fail(error)
 

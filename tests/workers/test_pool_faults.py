@@ -333,6 +333,47 @@ async def test_health_names_restarts_that_keep_failing(
     assert pool.health is None  # stopped as asked: not a fault
 
 
+async def test_audio_sent_to_a_silent_worker_does_not_lengthen_its_hang_timeout() -> None:
+    """What a stopped worker is given is counted from what it owed when it went silent:
+    the clients of a hung worker, sending on, must not keep it alive."""
+    settings = PoolSettings(model="checksum", devices=("cpu",), step_timeout_s=0.5)
+    async with WorkerPool(settings) as pool:
+        (worker,) = pool.status()
+        assert worker.pid is not None
+        stream = pool.open_stream()
+        await _sigstop(worker.pid)
+        await stream.send(np.ones(8000, dtype=np.int16))  # 0.5 s: it owes from here
+        await stream.send(np.ones(16000 * 10, dtype=np.int16))  # 10 s more, while silent
+        with anyio.fail_after(10), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
+            await stream.receive()
+        assert "sent no result for 1 s" in str(info.value)
+        assert "+ 0.5 s of audio owed" in str(info.value)
+        await stream.aclose()
+
+
+@pytest.mark.slow
+async def test_an_offline_workers_final_piece_owes_the_whole_utterance(
+    tiny_offline_model: Path,
+) -> None:
+    """A whole-utterance engine decodes at the final piece: its hang timeout counts the
+    stream's whole audio then, however small that piece."""
+    settings = PoolSettings(
+        model=str(tiny_offline_model), kind="offline", devices=("cpu",), step_timeout_s=0.5
+    )
+    async with WorkerPool(settings) as pool:
+        (worker,) = pool.status()
+        assert worker.pid is not None
+        stream = pool.open_stream()
+        await _sigstop(worker.pid)
+        await stream.send(np.ones(16000, dtype=np.int16))  # 1 s: owed from here
+        await stream.send(np.ones(16000, dtype=np.int16))
+        await stream.finish(np.ones(8000, dtype=np.int16))  # the decode of all 2.5 s
+        with anyio.fail_after(15), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
+            await stream.receive()
+        assert "+ 3.5 s of audio owed" in str(info.value)  # the first second, then all 2.5
+        await stream.aclose()
+
+
 def test_the_hang_timeout_grows_with_the_audio_owed() -> None:
     settings = PoolSettings(step_timeout_s=60.0)
     assert settings.hang_timeout_s(0.0) == 60.0
