@@ -31,6 +31,7 @@ status reason               when
 400    disconnected         the client went away while sending the body
 401    unauthorized         no API key, or a wrong one (as for WebSocket sessions)
 403    forbidden_origin     an ``Origin`` not in ``ASR_ALLOWED_ORIGINS``
+408    upload_timeout       the body did not arrive within ``ASR_UPLOAD_TIMEOUT``
 413    too_large            a file or fetch over ``ASR_TRANSCRIBE_MAX_BYTES``, a form over
                             that and ``FORM_SLACK_BYTES``, JSON over 64 KiB (a declared
                             ``Content-Length`` over the cap: at once, nothing read)
@@ -50,9 +51,11 @@ import io
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import anyio
 import numpy as np
 import numpy.typing as npt
 from starlette.requests import ClientDisconnect, Request
@@ -101,6 +104,9 @@ class TranscribeSettings:
     concurrency: int = 4
     fetch_timeout_s: float = 30.0
     fetch_allow_private: bool = False
+    # A body must arrive within this: else a few clients sending a byte a second would
+    # hold every ASR_TRANSCRIBE_CONCURRENCY place (50 MiB at 1 MB/s takes 50 s).
+    upload_timeout_s: float = 120.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TranscribeSettings:
@@ -112,6 +118,9 @@ class TranscribeSettings:
             concurrency=env_positive_int(env, "ASR_TRANSCRIBE_CONCURRENCY", defaults.concurrency),
             fetch_timeout_s=env_positive_float(env, "ASR_FETCH_TIMEOUT", defaults.fetch_timeout_s),
             fetch_allow_private=allow in ("1", "true", "yes"),
+            upload_timeout_s=env_positive_float(
+                env, "ASR_UPLOAD_TIMEOUT", defaults.upload_timeout_s
+            ),
         )
 
 
@@ -250,13 +259,15 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
     if content_type.startswith("multipart/form-data"):
         limit = form_limit(settings.max_bytes)
         check_declared_length(request.headers, limit, "the form", FORM_WHY)
-        form = await read_form(content_type, request.stream(), settings.max_bytes)
+        with _upload_deadline(settings):
+            form = await read_form(content_type, request.stream(), settings.max_bytes)
         if form.file is None:
             raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
         return AudioRequest(form.file, form.filename, _hotwords(form.hotwords))
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
-        raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body", JSON_WHY)
+        with _upload_deadline(settings):
+            raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         try:
             payload = json.loads(raw)
         except (ValueError, RecursionError):
@@ -277,6 +288,19 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         "unsupported_type",
         "send multipart/form-data with a 'file' field, or application/json with a 'url'",
     )
+
+
+@contextmanager
+def _upload_deadline(settings: TranscribeSettings) -> Iterator[None]:
+    """408 unless the body has arrived within ``ASR_UPLOAD_TIMEOUT``."""
+    with anyio.move_on_after(settings.upload_timeout_s) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise TranscribeError(
+            408,
+            "upload_timeout",
+            f"the body did not arrive within {settings.upload_timeout_s:g} s (ASR_UPLOAD_TIMEOUT)",
+        )
 
 
 def refusal_for(error: GatewayError) -> TranscribeError:

@@ -61,6 +61,8 @@ async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[
         "ASR_DEVICES": "cpu",
         "ASR_TRANSCRIBE_MAX_BYTES": str(LIMIT),
         "TMPDIR": str(tmpdir),  # where a spooled upload would go
+        "ASR_UPLOAD_TIMEOUT": "2",
+        "ASR_TRANSCRIBE_CONCURRENCY": "1",
     }
     async with serve(env, root / "server.log") as server:
         async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
@@ -168,3 +170,32 @@ async def test_a_1_hz_wav_is_refused_without_the_memory_of_its_resampling(
     assert response.status_code == 400
     assert "sample rate of 1 Hz" in response.json()["error"]["message"]
     assert peak_rss(server.pid) - before < 4 << 20
+
+
+async def test_a_body_slower_than_the_upload_timeout_is_408_and_frees_its_place(
+    live: tuple[Server, Path],
+) -> None:
+    """A byte a second would otherwise hold the one ASR_TRANSCRIBE_CONCURRENCY place for
+    as long as the client likes."""
+    server, _ = live
+    head = (
+        b"POST /v1/transcribe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: multipart/form-data; boundary=%s\r\nTransfer-Encoding: chunked\r\n\r\n"
+        % BOUNDARY
+    )
+    part = b'--%s\r\nContent-Disposition: form-data; name="file"\r\n\r\n' % BOUNDARY
+    with anyio.fail_after(20):
+        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+            await stream.send(head + b"%x\r\n%s\r\n" % (len(part), part))
+            answer = b""
+            while b"}}" not in answer:
+                with anyio.move_on_after(0.5):
+                    answer += await stream.receive()
+                await stream.send(b"1\r\nx\r\n")  # a byte every half second
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert b"ASR_UPLOAD_TIMEOUT" in answer
+    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+        wav = io.BytesIO()
+        soundfile.write(wav, np.zeros(8000, dtype=np.int16), 16000, format="WAV")
+        again = await http.post("/v1/transcribe", files={"file": ("a.wav", wav.getvalue())})
+    assert again.status_code == 200, again.text
