@@ -1,15 +1,15 @@
 """What uvicorn holds for one connection whose session has stopped reading.
 
 A session stops reading its frames while its worker cannot take more audio (the pipeline's
-backpressure). Frames the client sends meanwhile wait in uvicorn: its ``websockets``
-protocol queues up to ``--ws-max-queue`` (32) messages of up to ``--ws-max-size`` (16 MiB)
-before it stops reading the socket. This starts ``uvicorn gateway.app:app`` (checksum
-engine, one worker), stops the worker (SIGSTOP) so that the session's reader blocks,
-sends frames of ``--frame-mib`` as fast as the server takes them for ``--seconds``, and
-reports the gateway's RSS before and after::
+backpressure). Frames the client sends meanwhile wait in uvicorn, each up to its
+``--ws-max-size`` (16 MiB): ``ASR_MAX_FRAME_BYTES`` is checked only by the session's
+reader, which is blocked. This starts ``uvicorn gateway.app:app`` (checksum engine, one
+worker), stops the worker (SIGSTOP), sends 8 valid 1 MiB frames (the reader blocks), then
+frames of ``--frame-mib`` as fast as the server takes them for ``--seconds``, and reports
+the gateway's RSS before and after::
 
-    python -m bench.ws_queue                                   # uvicorn's defaults
-    python -m bench.ws_queue --uvicorn-args "--ws-max-size 2097152 --ws-max-queue 4"
+    python -m bench.ws_queue --frame-mib 15                       # uvicorn's defaults
+    python -m bench.ws_queue --frame-mib 15 --uvicorn-args "--ws-max-size 2097152"
 """
 
 from __future__ import annotations

@@ -146,6 +146,7 @@ class Gateway:
     @asynccontextmanager
     async def _serve(self) -> AsyncIterator[None]:
         _show_our_logs()
+        quiet_client_faults()  # uvicorn's logging is configured by now; frames come later
         try:
             settings = self._settings or GatewaySettings.from_env(self._environ)
         except ValueError as exc:
@@ -262,7 +263,6 @@ class Gateway:
     # -- WebSocket --------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        quiet_client_faults()  # before any frame of this connection reaches uvicorn's parser
         serving = self._serving
         if serving is not None:
             # Keys and origin first: a refused handshake costs no session, no worker stream.
