@@ -237,6 +237,9 @@ class PoolSettings:
                 valid=lambda v: v >= 0,
                 requirement="zero or a positive number",
             ),
+            unhealthy_after_s=env_positive_float(
+                env, "ASR_UNHEALTHY_AFTER", defaults.unhealthy_after_s
+            ),
             engine=_choice(env, "ASR_ENGINE", ENGINES, defaults.engine),
             onnx_precision=_choice(env, "ASR_ONNX_PRECISION", PRECISIONS, defaults.onnx_precision),
             batch_wait_s=env_milliseconds(env, "ASR_BATCH_WAIT_MS", 0.0, allow_zero=True),

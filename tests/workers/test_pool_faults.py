@@ -392,3 +392,10 @@ def test_the_seconds_per_audio_second_come_from_the_environment() -> None:
     for bad in ("-1", "nan", "fast"):
         with pytest.raises(ValueError, match=variable):
             PoolSettings.from_env({variable: bad})
+
+
+def test_the_unhealthy_bound_comes_from_the_environment() -> None:
+    assert PoolSettings.from_env({}).unhealthy_after_s == 60.0
+    assert PoolSettings.from_env({"ASR_UNHEALTHY_AFTER": "5"}).unhealthy_after_s == 5.0
+    with pytest.raises(ValueError, match="ASR_UNHEALTHY_AFTER"):
+        PoolSettings.from_env({"ASR_UNHEALTHY_AFTER": "0"})
