@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from shared.errors import WorkerError, WorkerLoadError
 from shared.settings import PoolSettings
@@ -171,23 +172,24 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
         victim = pool.status()[victim_stream.worker_index]
         assert victim.pid is not None
 
-        # A worker that owes nothing is never taken for hung, however long it is quiet.
+        # A worker that owes nothing is never taken for hung, however long it is quiet:
+        # this sleep is that quiet, twice the step timeout, and is what is under test.
         os.kill(victim.pid, signal.SIGSTOP)
-        await anyio.sleep(2.0)
+        await anyio.sleep(2 * settings.step_timeout_s)
         assert pool.status()[victim_stream.worker_index].pid == victim.pid
 
-        stopped_at = anyio.current_time()
         await victim_stream.send(audio[5000:10000])  # now it owes an answer
         with (
             anyio.fail_after(5.0),
             pytest.raises(WorkerError, match="ASR_WORKER_STEP_TIMEOUT") as info,
         ):
             await victim_stream.receive()
-        # The timeout grows with the audio owed (5,000 samples here): both settings named.
-        assert "0.312 s of audio owed x ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND 1" in str(
-            info.value
-        )
-        assert anyio.current_time() - stopped_at < 1.0 + 2.0  # timeout + owed audio + a tick
+        # The timeout grows with the audio owed (5,000 samples here): both settings named,
+        # and the sum the watchdog waited. How soon it acts past that is bench.faults'.
+        message = str(info.value)
+        assert "sent no result for 1.31 s and was killed" in message
+        assert "ASR_WORKER_STEP_TIMEOUT 1 s + 0.312 s of audio owed" in message
+        assert "x ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND 1" in message
         await victim_stream.aclose()
         assert not _alive(victim.pid)
 
@@ -222,12 +224,10 @@ async def test_a_worker_that_stops_reading_never_blocks_the_event_loop() -> None
             for _ in range(4000):  # 8,000 headers of 44 bytes: 352 kB against a 64 KiB pipe
                 stream = pool.open_stream()
                 await stream.aclose()
-            ticks = 0
-            with anyio.move_on_after(0.3):
-                while True:
-                    await anyio.sleep(0.01)
-                    ticks += 1
-            assert ticks > 5  # the loop goes on
+            # The loop goes on, and nothing spins on the full pipe: every other task comes
+            # to wait (the pending headers' writer for the pipe to drain).
+            with anyio.fail_after(5):
+                await wait_all_tasks_blocked()
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
