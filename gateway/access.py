@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from gateway.admission import Place
+from shared import settings_table as table
 from shared.errors import ProtocolError
 
 TOKEN_QUERY_PARAMETER = "token"  # browsers cannot set headers on a WebSocket handshake
@@ -31,9 +32,9 @@ class AccessSettings:
     ``/readyz``'s details (worker pids, model paths) need a key too; ``/healthz`` and
     ``/readyz``'s status code never do, so that probes work without one."""
 
-    api_keys: frozenset[str] = frozenset()
-    allowed_origins: frozenset[str] = frozenset()
-    max_sessions_per_client: int = 0
+    api_keys: frozenset[str] = table.API_KEYS.default
+    allowed_origins: frozenset[str] = table.ALLOWED_ORIGINS.default
+    max_sessions_per_client: int = table.MAX_SESSIONS_PER_CLIENT.default
     protect_status: bool = False
 
     def __post_init__(self) -> None:
@@ -45,30 +46,17 @@ class AccessSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AccessSettings:
         env = os.environ if environ is None else environ
-        cap_text = env.get("ASR_MAX_SESSIONS_PER_CLIENT", "0").strip() or "0"
-        try:
-            cap = int(cap_text)
-        except ValueError:
-            raise ValueError(
-                f"ASR_MAX_SESSIONS_PER_CLIENT must be an integer, not {cap_text!r}"
-            ) from None
-        api_keys = _comma_list(env.get("ASR_API_KEYS", ""))
-        # By default the status is protected exactly when sessions are.
-        protect = env.get("ASR_PROTECT_STATUS", "").strip().lower()
-        if protect not in ("", "1", "true", "yes", "0", "false", "no"):
-            raise ValueError(f"ASR_PROTECT_STATUS must be 1 or 0, not {protect!r}")
+        api_keys = table.API_KEYS.read(env)
+        protect = table.PROTECT_STATUS.read(env)
         return cls(
             api_keys=api_keys,
             allowed_origins=frozenset(
-                o.rstrip("/").lower() for o in _comma_list(env.get("ASR_ALLOWED_ORIGINS", ""))
+                origin.rstrip("/").lower() for origin in table.ALLOWED_ORIGINS.read(env)
             ),
-            max_sessions_per_client=cap,
-            protect_status=bool(api_keys) if protect == "" else protect in ("1", "true", "yes"),
+            max_sessions_per_client=table.MAX_SESSIONS_PER_CLIENT.read(env),
+            # By default the status is protected exactly when sessions are.
+            protect_status=bool(api_keys) if protect is None else protect,
         )
-
-
-def _comma_list(text: str) -> frozenset[str]:
-    return frozenset(item.strip() for item in text.split(",") if item.strip())
 
 
 @dataclass(frozen=True, slots=True)

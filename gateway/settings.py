@@ -1,7 +1,8 @@
 """Settings of the gateway, read from environment variables (``ASR_*``).
 
 The worker pool's own settings (model, devices, transport, threads, ...) are
-``shared.settings.PoolSettings``; this adds what the WebSocket side needs.
+``shared.settings.PoolSettings``; this adds what the WebSocket side needs. Each variable's
+type, default and meaning are its entry in ``shared.settings_table``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,9 @@ from dataclasses import dataclass, field, replace
 from gateway.access import AccessSettings
 from gateway.endpointer import EndpointSettings
 from gateway.transcribe import TranscribeSettings
+from shared import settings_table as table
 from shared.messages import SAMPLE_RATE
-from shared.settings import (
-    PoolSettings,
-    env_float,
-    env_milliseconds,
-    env_positive_float,
-    env_positive_int,
-    parse_devices,
-)
+from shared.settings import PoolSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +34,32 @@ class GatewaySettings:
     # energy endpointer (``endpoint``) finds them.
     vad_pool: PoolSettings | None = None
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
-    max_sessions: int = 64
-    max_frame_bytes: int = 1 << 20  # 32 s of 16 kHz PCM; under uvicorn's --ws-max-size
-    max_text_bytes: int = 65536
-    idle_timeout_s: float = 60.0
-    max_session_s: float = 3600.0
-    drain_timeout_s: float = 20.0
+    max_sessions: int = table.MAX_SESSIONS.default
+    max_frame_bytes: int = table.MAX_FRAME_BYTES.default  # 32 s of PCM; under --ws-max-size
+    max_text_bytes: int = table.MAX_TEXT_BYTES.default
+    idle_timeout_s: float = table.IDLE_TIMEOUT.default
+    max_session_s: float = table.MAX_SESSION_SECONDS.default
+    drain_timeout_s: float = table.DRAIN_TIMEOUT.default
     # Offline utterances, uploads and 2pass sentences are decoded in segments of at most
     # this (FunASR's VAD: max_single_segment_time, 60 s), cut at pauses: gateway.segment.
-    max_segment_s: float = 60.0
+    max_segment_s: float = table.MAX_SEGMENT_SECONDS.default
     # The audio all sessions together may hold in the gateway (offline utterances, 2pass
     # sentences) before new sessions are refused with 1013: gateway.budget.
     max_buffered_s: float = field(default_factory=lambda: default_max_buffered_s())
     # What one client may cost the others (issue #14): frames a second (a token bucket
     # holding a second's worth: gateway.ratelimit), the time from connecting to the config
     # and from a config to its first audio, and how long one result may wait to be sent.
-    max_frames_per_s: float = 200.0
-    config_timeout_s: float = 10.0
-    first_audio_timeout_s: float = 30.0  # FunASR's HTML5 page opens the mic after its config
-    send_timeout_s: float = 10.0  # under uvicorn's --ws-ping-timeout (20 s)
+    max_frames_per_s: float = table.MAX_FRAMES_PER_SECOND.default
+    config_timeout_s: float = table.CONFIG_TIMEOUT.default
+    # FunASR's HTML5 page opens the microphone after its config.
+    first_audio_timeout_s: float = table.FIRST_AUDIO_TIMEOUT.default
+    send_timeout_s: float = table.SEND_TIMEOUT.default  # under uvicorn's --ws-ping-timeout
     # A session over max_sessions may wait this long for a place, in arrival order, at most
     # admission_queue of them (None: max_sessions); 0: refused at once.
-    admission_wait_s: float = 0.0
-    admission_queue: int | None = None
-    gc_tuning: bool = True  # shared.gc_tuning: freeze the start-up heap, rarer collections
+    admission_wait_s: float = table.ADMISSION_WAIT.default
+    admission_queue: int | None = table.ADMISSION_QUEUE.default
+    # shared.gc_tuning: freeze the start-up heap, rarer collections.
+    gc_tuning: bool = table.GC_TUNING.default
 
     def __post_init__(self) -> None:
         if min(self.max_sessions, self.max_frame_bytes, self.max_text_bytes) < 1:
@@ -112,8 +109,8 @@ class GatewaySettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GatewaySettings:
         env = os.environ if environ is None else environ
-        defaults = cls()
         pool = PoolSettings.from_env(env)
+        max_buffered_s = table.MAX_BUFFERED_SECONDS.read(env)
         return cls(
             pool=pool,
             access=AccessSettings.from_env(env),
@@ -121,53 +118,26 @@ class GatewaySettings:
             offline_pool=_offline_pool(env, pool),
             vad_pool=_vad_pool(env, pool),
             endpoint=EndpointSettings(
-                silence_ms=env_positive_int(env, "ASR_ENDPOINT_SILENCE_MS", 800),
-                min_speech_ms=env_positive_int(env, "ASR_ENDPOINT_MIN_SPEECH_MS", 300),
-                energy_dbfs=_dbfs(env, "ASR_ENDPOINT_ENERGY_DBFS", -40.0),
-                preroll_ms=round(
-                    env_milliseconds(env, "ASR_SENTENCE_PREROLL_MS", 300.0, allow_zero=True) * 1000
-                ),
+                silence_ms=_milliseconds(table.ENDPOINT_SILENCE_MS.read(env)),
+                min_speech_ms=_milliseconds(table.ENDPOINT_MIN_SPEECH_MS.read(env)),
+                energy_dbfs=table.ENDPOINT_ENERGY_DBFS.read(env),
+                preroll_ms=_milliseconds(table.SENTENCE_PREROLL_MS.read(env)),
             ),
-            max_sessions=env_positive_int(env, "ASR_MAX_SESSIONS", defaults.max_sessions),
-            max_frame_bytes=env_positive_int(env, "ASR_MAX_FRAME_BYTES", defaults.max_frame_bytes),
-            max_text_bytes=env_positive_int(env, "ASR_MAX_TEXT_BYTES", defaults.max_text_bytes),
-            idle_timeout_s=env_positive_float(env, "ASR_IDLE_TIMEOUT", defaults.idle_timeout_s),
-            max_session_s=env_positive_float(
-                env, "ASR_MAX_SESSION_SECONDS", defaults.max_session_s
-            ),
-            drain_timeout_s=env_positive_float(env, "ASR_DRAIN_TIMEOUT", defaults.drain_timeout_s),
-            max_segment_s=env_positive_float(
-                env, "ASR_MAX_SEGMENT_SECONDS", defaults.max_segment_s
-            ),
-            max_buffered_s=env_positive_float(
-                env, "ASR_MAX_BUFFERED_SECONDS", defaults.max_buffered_s
-            ),
-            max_frames_per_s=env_float(
-                env,
-                "ASR_MAX_FRAMES_PER_SECOND",
-                defaults.max_frames_per_s,
-                what="a number of frames a second",
-                valid=lambda v: v > 0,
-                requirement="a positive number of frames a second",
-            ),
-            config_timeout_s=env_positive_float(
-                env, "ASR_CONFIG_TIMEOUT", defaults.config_timeout_s
-            ),
-            first_audio_timeout_s=env_positive_float(
-                env, "ASR_FIRST_AUDIO_TIMEOUT", defaults.first_audio_timeout_s
-            ),
-            send_timeout_s=env_positive_float(env, "ASR_SEND_TIMEOUT", defaults.send_timeout_s),
-            admission_wait_s=env_float(
-                env,
-                "ASR_ADMISSION_WAIT",
-                defaults.admission_wait_s,
-                what="a number of seconds",
-                valid=lambda v: v >= 0,
-                requirement="zero or a positive number of seconds",
-            ),
-            # Unset: None, which means max_sessions.
-            admission_queue=env_positive_int(env, "ASR_ADMISSION_QUEUE", 0) or None,
-            gc_tuning=env.get("ASR_GC_TUNING", "1").strip().lower() not in ("0", "false", "no"),
+            max_sessions=table.MAX_SESSIONS.read(env),
+            max_frame_bytes=table.MAX_FRAME_BYTES.read(env),
+            max_text_bytes=table.MAX_TEXT_BYTES.read(env),
+            idle_timeout_s=table.IDLE_TIMEOUT.read(env),
+            max_session_s=table.MAX_SESSION_SECONDS.read(env),
+            drain_timeout_s=table.DRAIN_TIMEOUT.read(env),
+            max_segment_s=table.MAX_SEGMENT_SECONDS.read(env),
+            max_buffered_s=default_max_buffered_s() if max_buffered_s is None else max_buffered_s,
+            max_frames_per_s=table.MAX_FRAMES_PER_SECOND.read(env),
+            config_timeout_s=table.CONFIG_TIMEOUT.read(env),
+            first_audio_timeout_s=table.FIRST_AUDIO_TIMEOUT.read(env),
+            send_timeout_s=table.SEND_TIMEOUT.read(env),
+            admission_wait_s=table.ADMISSION_WAIT.read(env),
+            admission_queue=table.ADMISSION_QUEUE.read(env),  # None: max_sessions
+            gc_tuning=table.GC_TUNING.read(env),
         )
 
 
@@ -183,25 +153,24 @@ def default_max_buffered_s() -> float:
 
 def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
     """The offline pool: ``ASR_OFFLINE_MODEL`` on ``ASR_OFFLINE_DEVICES`` (default: the
-    streaming pool's devices), holding steps ``ASR_OFFLINE_BATCH_WAIT_MS`` (50) for more
+    streaming pool's devices), holding steps ``ASR_OFFLINE_BATCH_WAIT_MS`` for more
     utterances to decode together; the rest as the streaming pool."""
-    model = env.get("ASR_OFFLINE_MODEL", "").strip()
-    punc_model = env.get("ASR_PUNC_MODEL", "").strip() or None
-    if not model:
-        if punc_model:
+    model = table.OFFLINE_MODEL.read(env)
+    punc_model = table.PUNC_MODEL.read(env)
+    if model is None:
+        if punc_model is not None:
             raise ValueError(
                 "ASR_PUNC_MODEL punctuates the offline model's results: set ASR_OFFLINE_MODEL"
             )
         return None
-    devices = env.get("ASR_OFFLINE_DEVICES", "").strip()
     return replace(
         pool,
         model=model,
         kind="offline",
         punc_model=punc_model,
         engine="paraformer",
-        devices=parse_devices(devices) if devices else pool.devices,
-        batch_wait_s=env_milliseconds(env, "ASR_OFFLINE_BATCH_WAIT_MS", 50.0, allow_zero=True),
+        devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
+        batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
         chunk_deadline_s=60.0,
     )
@@ -210,27 +179,20 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
 def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
     """The VAD pool: ``ASR_VAD_MODEL`` on ``ASR_VAD_DEVICES`` (default: one CPU worker;
     the FSMN-VAD takes ~2 ms per 60 ms of audio on one core)."""
-    model = env.get("ASR_VAD_MODEL", "").strip()
-    if not model:
+    model = table.VAD_MODEL.read(env)
+    if model is None:
         return None
-    devices = env.get("ASR_VAD_DEVICES", "").strip()
     return replace(
         pool,
         model=model,
         kind="vad",
         engine="paraformer",  # the pool's model decides: fsmn-vad
-        devices=parse_devices(devices) if devices else ("cpu",),
+        devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
         batch_wait_s=0.0,
     )
 
 
-def _dbfs(env: Mapping[str, str], name: str, default: float) -> float:
-    return env_float(
-        env,
-        name,
-        default,
-        what="a level in dBFS (e.g. -40)",
-        valid=lambda v: v < 0,
-        requirement="a negative level in dBFS",
-    )
+def _milliseconds(seconds: float) -> int:
+    """A duration the table read in seconds, as ``EndpointSettings`` takes it."""
+    return round(seconds * 1000)

@@ -72,9 +72,9 @@ from gateway.upload import (
     read_capped,
     read_form,
 )
+from shared import settings_table as table
 from shared.errors import GatewayError, OverCapacityError, ProtocolError, ShuttingDownError
 from shared.messages import SAMPLE_RATE
-from shared.settings import env_positive_float, env_positive_int
 
 __all__ = [
     "AudioRequest",
@@ -100,27 +100,23 @@ BLOCK_FRAMES = 1 << 16  # mixed to mono a block at a time: no frames x channels 
 
 @dataclass(frozen=True, slots=True)
 class TranscribeSettings:
-    max_bytes: int = 50 << 20
-    concurrency: int = 4
-    fetch_timeout_s: float = 30.0
-    fetch_allow_private: bool = False
+    max_bytes: int = table.TRANSCRIBE_MAX_BYTES.default
+    concurrency: int = table.TRANSCRIBE_CONCURRENCY.default
+    fetch_timeout_s: float = table.FETCH_TIMEOUT.default
+    fetch_allow_private: bool = table.FETCH_ALLOW_PRIVATE.default
     # A body must arrive within this: else a few clients sending a byte a second would
     # hold every ASR_TRANSCRIBE_CONCURRENCY place (50 MiB at 1 MB/s takes 50 s).
-    upload_timeout_s: float = 120.0
+    upload_timeout_s: float = table.UPLOAD_TIMEOUT.default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TranscribeSettings:
         env = os.environ if environ is None else environ
-        defaults = cls()
-        allow = env.get("ASR_FETCH_ALLOW_PRIVATE", "0").strip().lower()
         return cls(
-            max_bytes=env_positive_int(env, "ASR_TRANSCRIBE_MAX_BYTES", defaults.max_bytes),
-            concurrency=env_positive_int(env, "ASR_TRANSCRIBE_CONCURRENCY", defaults.concurrency),
-            fetch_timeout_s=env_positive_float(env, "ASR_FETCH_TIMEOUT", defaults.fetch_timeout_s),
-            fetch_allow_private=allow in ("1", "true", "yes"),
-            upload_timeout_s=env_positive_float(
-                env, "ASR_UPLOAD_TIMEOUT", defaults.upload_timeout_s
-            ),
+            max_bytes=table.TRANSCRIBE_MAX_BYTES.read(env),
+            concurrency=table.TRANSCRIBE_CONCURRENCY.read(env),
+            fetch_timeout_s=table.FETCH_TIMEOUT.read(env),
+            fetch_allow_private=table.FETCH_ALLOW_PRIVATE.read(env),
+            upload_timeout_s=table.UPLOAD_TIMEOUT.read(env),
         )
 
 

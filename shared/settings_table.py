@@ -1,0 +1,451 @@
+"""Every ``ASR_*`` setting: its variable, type, default, what it takes and what it means.
+
+The ``from_env`` functions (``PoolSettings``, ``GatewaySettings``, ``AccessSettings``,
+``TranscribeSettings``) read through these entries, and the settings dataclasses take their
+defaults from them. The README's settings table is rendered from ``SETTINGS``
+(``python -m shared.settings_readme`` rewrites it; a test checks that it is up to date).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from shared.env import (
+    Choice,
+    Devices,
+    Flag,
+    Integer,
+    Level,
+    Number,
+    OrNone,
+    Setting,
+    Text,
+    Words,
+)
+
+Transport = Literal["shm", "queue"]
+Engine = Literal["paraformer", "paraformer-onnx"]
+Precision = Literal["fp32", "int8"]
+TRANSPORTS: tuple[Transport, ...] = ("shm", "queue")
+ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
+PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
+DEFAULT_MODEL = "paraformer-zh-streaming"
+
+AT_LEAST_1 = Integer(1)
+AT_LEAST_0 = Integer(0)
+SECONDS = Number("seconds", zero=False)
+SECONDS_OR_0 = Number("seconds", zero=True)
+MILLISECONDS = Number("milliseconds", zero=False, scale=0.001)  # read into seconds
+MILLISECONDS_OR_0 = Number("milliseconds", zero=True, scale=0.001)
+FLAG = Flag()
+MODEL_NAME = Text("a model")
+DEVICES_LIST = Devices()
+
+# The worker pool (shared.settings.PoolSettings).
+MODEL = Setting(
+    "ASR_MODEL",
+    MODEL_NAME,
+    DEFAULT_MODEL,
+    "a hub id (looked up in the ModelScope cache, else downloaded), a local model directory,"
+    " `synthetic:tiny` / `synthetic:large` (random weights, real architecture, built once"
+    " into `ASR_MODEL_CACHE`), or `checksum` (model-free: each result is `<samples>:<crc32>`"
+    " of the audio so far). When the default model is neither cached nor downloadable,"
+    " start-up fails at once with one line naming the way out.",
+)
+DEVICES = Setting(
+    "ASR_DEVICES",
+    DEVICES_LIST,
+    ("cpu",),
+    "comma-separated devices, one worker each: `cpu,cpu`, `cuda:0,cuda:1`",
+)
+WORKERS_PER_DEVICE = Setting(
+    "ASR_WORKERS_PER_DEVICE", AT_LEAST_1, 1, "workers (model instances) per device"
+)
+TRANSPORT = Setting(
+    "ASR_TRANSPORT",
+    Choice(TRANSPORTS),
+    "shm",
+    "`shm` (a shared-memory slab per worker) or `queue` (audio pickled through a"
+    " multiprocessing queue)",
+)
+THREADS_PER_WORKER = Setting(
+    "ASR_THREADS_PER_WORKER", AT_LEAST_1, 1, "torch threads in each worker"
+)
+
+# Sessions (gateway.settings.GatewaySettings).
+MAX_SESSIONS = Setting(
+    "ASR_MAX_SESSIONS",
+    AT_LEAST_1,
+    64,
+    "WebSocket sessions served at once; the next is refused at once with 1013",
+)
+MAX_FRAME_BYTES = Setting(
+    "ASR_MAX_FRAME_BYTES",
+    AT_LEAST_1,
+    1 << 20,
+    "largest binary frame (32 s of audio); larger closes with 1009. Keep it under uvicorn's"
+    " `--ws-max-size` (16 MiB), else uvicorn closes first, without our error frame",
+)
+MAX_TEXT_BYTES = Setting(
+    "ASR_MAX_TEXT_BYTES", AT_LEAST_1, 65536, "largest text frame (UTF-8); larger closes with 1009"
+)
+IDLE_TIMEOUT = Setting(
+    "ASR_IDLE_TIMEOUT",
+    SECONDS,
+    60.0,
+    "seconds a session may go without a frame while the server owes it nothing"
+    " (mid-utterance, or between utterances); then 1008",
+)
+CONFIG_TIMEOUT = Setting(
+    "ASR_CONFIG_TIMEOUT",
+    SECONDS,
+    10.0,
+    "seconds from admission to the first config; then 1008 (a silent connection cannot hold"
+    " a place)",
+)
+FIRST_AUDIO_TIMEOUT = Setting(
+    "ASR_FIRST_AUDIO_TIMEOUT",
+    SECONDS,
+    30.0,
+    "seconds from each config to its first audio; then 1008 (FunASR's HTML5 page sends its"
+    " config on Connect and opens the microphone on Start, after the browser's prompt)",
+)
+SEND_TIMEOUT = Setting(
+    "ASR_SEND_TIMEOUT",
+    SECONDS,
+    10.0,
+    "seconds one result may wait on a client that does not read; then 1008 (Slow readers)",
+)
+MAX_FRAMES_PER_SECOND = Setting(
+    "ASR_MAX_FRAMES_PER_SECOND",
+    Number("frames a second", zero=False),
+    200.0,
+    "frames a second per session, in bursts of one second's worth: a text frame counts 1, a"
+    " binary frame 1 less its share of 20 ms of audio (frames of 20 ms or more are free: the"
+    " workers' backpressure paces them). Past it: error frame, 1008",
+)
+ADMISSION_WAIT = Setting(
+    "ASR_ADMISSION_WAIT",
+    SECONDS_OR_0,
+    0.0,
+    "seconds a session over `ASR_MAX_SESSIONS` may wait for a place, first come first"
+    " served; then 1013. `0`: refused at once",
+)
+ADMISSION_QUEUE = Setting(
+    "ASR_ADMISSION_QUEUE",
+    OrNone(AT_LEAST_1),
+    None,
+    "how many may wait at once; the next gets 1013 at once",
+    shown="`ASR_MAX_SESSIONS`",
+)
+MAX_SESSION_SECONDS = Setting(
+    "ASR_MAX_SESSION_SECONDS",
+    SECONDS,
+    3600.0,
+    "the longest a session may last, in wall-clock time and in seconds of audio sent; then"
+    " 1008. Also bounds an offline utterance's buffer",
+)
+MAX_SEGMENT_SECONDS = Setting(
+    "ASR_MAX_SEGMENT_SECONDS",
+    SECONDS,
+    60.0,
+    "offline utterances, `/v1/transcribe` files and 2pass sentences longer than this are"
+    " decoded in segments cut at pauses (Long audio)",
+)
+MAX_BUFFERED_SECONDS = Setting(
+    "ASR_MAX_BUFFERED_SECONDS",
+    OrNone(SECONDS),
+    None,
+    "seconds of audio all sessions together may hold in the gateway; past it, 1013. Default:"
+    " an eighth of the machine's memory, at 64 kB of it per second held (the buffer, and its"
+    " copy on the way to the workers): 24 GiB gives ~14 hours",
+    shown="memory / 8 / 64 kB",
+)
+PROTECT_STATUS = Setting(
+    "ASR_PROTECT_STATUS",
+    OrNone(FLAG),
+    None,
+    "`/metrics` and `/readyz`'s details need a key; `0` opens them. Default: on exactly when"
+    " `ASR_API_KEYS` is set",
+    shown="on with `ASR_API_KEYS`",
+)
+DRAIN_TIMEOUT = Setting(
+    "ASR_DRAIN_TIMEOUT",
+    SECONDS,
+    20.0,
+    "on SIGTERM / Ctrl-C, seconds live sessions get to finish their utterance before they are"
+    " closed with 1012",
+)
+GC_TUNING = Setting(
+    "ASR_GC_TUNING",
+    FLAG,
+    True,
+    "after start-up, `gc.freeze()` the heap and raise the collector's thresholds so that full"
+    " collections (pauses of tens of ms with hundreds of sessions) become rare; `0` keeps"
+    " CPython's defaults. See `shared/gc_tuning.py` and BENCHMARKS.md",
+)
+
+# Workers (PoolSettings).
+SLOT_BYTES = Setting(
+    "ASR_SLOT_BYTES",
+    Integer(2, even=True),
+    32768,
+    "size of one slab slot (a chunk larger than a slot is sent in slot-sized pieces)",
+)
+SLOTS_PER_WORKER = Setting(
+    "ASR_SLOTS_PER_WORKER",
+    AT_LEAST_1,
+    64,
+    "slab slots per worker: audio in flight to it, the pipeline's backpressure",
+)
+MAX_BATCH = Setting(
+    "ASR_MAX_BATCH", AT_LEAST_1, 32, "most chunks a worker hands its engine in one step"
+)
+STREAM_WINDOW = Setting(
+    "ASR_STREAM_WINDOW", AT_LEAST_1, 256, "results a stream may have unread before `send` waits"
+)
+STREAM_IDLE_TIMEOUT = Setting(
+    "ASR_STREAM_IDLE_TIMEOUT",
+    SECONDS,
+    300.0,
+    "seconds after which a worker drops a stream that gets no audio",
+)
+WORKER_START_TIMEOUT = Setting(
+    "ASR_WORKER_START_TIMEOUT", SECONDS, 300.0, "seconds a worker may take to load its model"
+)
+WORKER_STOP_TIMEOUT = Setting(
+    "ASR_WORKER_STOP_TIMEOUT",
+    SECONDS,
+    10.0,
+    "seconds workers get to exit at shutdown before they are killed",
+)
+WORKER_STEP_TIMEOUT = Setting(
+    "ASR_WORKER_STEP_TIMEOUT",
+    SECONDS,
+    60.0,
+    "seconds a worker that owes results may send none before it is taken for hung, killed and"
+    " replaced (its sessions get 1011), plus the next setting's allowance. A step of"
+    " `ASR_MAX_BATCH` large-model chunks takes ~7 s on one CPU core; allow for your slowest"
+    " step",
+)
+WORKER_STEP_SECONDS_PER_AUDIO_SECOND = Setting(
+    "ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND",
+    SECONDS_OR_0,
+    1.0,
+    "added to the hang timeout for every second of audio the worker owes (an offline decode"
+    " takes time in proportion to its audio)",
+)
+UNHEALTHY_AFTER = Setting(
+    "ASR_UNHEALTHY_AFTER",
+    SECONDS,
+    60.0,
+    "seconds every worker of a pool may have failed to restart before `/healthz` answers 503",
+)
+
+# Access (gateway.access.AccessSettings).
+API_KEYS = Setting(
+    "ASR_API_KEYS",
+    Words(),
+    frozenset(),
+    "comma-separated API keys; when set, every WebSocket handshake must present one"
+    " (`Authorization: Bearer KEY` or `?token=KEY`), else HTTP 401",
+)
+ALLOWED_ORIGINS = Setting(
+    "ASR_ALLOWED_ORIGINS",
+    Words(),
+    frozenset(),
+    "comma-separated origins (`https://host[:port]`) whose pages may connect; another"
+    " `Origin` gets HTTP 403",
+)
+MAX_SESSIONS_PER_CLIENT = Setting(
+    "ASR_MAX_SESSIONS_PER_CLIENT",
+    AT_LEAST_0,
+    0,
+    "live sessions per client address (`0`: no cap); the next closes with 1008",
+)
+
+# Engines (PoolSettings).
+ENGINE = Setting(
+    "ASR_ENGINE",
+    Choice(ENGINES),
+    "paraformer",
+    "`paraformer` (PyTorch, funasr's code) or `paraformer-onnx` (ONNX Runtime, batched steps;"
+    " exported once at start-up)",
+)
+ONNX_PRECISION = Setting(
+    "ASR_ONNX_PRECISION",
+    Choice(PRECISIONS),
+    "fp32",
+    "`fp32` (text equal to PyTorch's with look-back 0/0) or `int8` (static quantization"
+    " calibrated at export: smaller, faster, close to fp32, batch-invariant)",
+)
+BATCH_WAIT_MS = Setting(
+    "ASR_BATCH_WAIT_MS",
+    MILLISECONDS_OR_0,
+    0.0,
+    "how long a worker may hold a step open for more streams' chunks (0: take what is waiting)",
+)
+CHUNK_DEADLINE_MS = Setting(
+    "ASR_CHUNK_DEADLINE_MS",
+    MILLISECONDS,
+    0.6,
+    "a held step never makes its oldest chunk wait past this from its send",
+)
+
+# /v1/transcribe (gateway.transcribe.TranscribeSettings).
+TRANSCRIBE_MAX_BYTES = Setting(
+    "ASR_TRANSCRIBE_MAX_BYTES",
+    AT_LEAST_1,
+    50 << 20,
+    "largest file `/v1/transcribe` takes, uploaded or fetched (50 MiB); larger is 413",
+)
+TRANSCRIBE_CONCURRENCY = Setting(
+    "ASR_TRANSCRIBE_CONCURRENCY",
+    AT_LEAST_1,
+    4,
+    "`/v1/transcribe` requests at once; the next gets 429",
+)
+FETCH_TIMEOUT = Setting(
+    "ASR_FETCH_TIMEOUT", SECONDS, 30.0, "seconds to fetch a URL, redirects included"
+)
+UPLOAD_TIMEOUT = Setting(
+    "ASR_UPLOAD_TIMEOUT",
+    SECONDS,
+    120.0,
+    "seconds an upload's body may take to arrive; then 408",
+)
+FETCH_ALLOW_PRIVATE = Setting(
+    "ASR_FETCH_ALLOW_PRIVATE",
+    FLAG,
+    False,
+    "`1` lets `/v1/transcribe` fetch from private, loopback and link-local addresses",
+)
+
+# The offline, VAD and punctuation pools (GatewaySettings).
+OFFLINE_MODEL = Setting(
+    "ASR_OFFLINE_MODEL",
+    OrNone(MODEL_NAME),
+    None,
+    "an offline Paraformer for the `offline` mode, `2pass-offline` and `/v1/transcribe` (a"
+    " second pool): a directory, a hub id or short name (`paraformer`, `paraformer-zh` /"
+    " `seaco-paraformer`), `synthetic:tiny|large`, or `synthetic-seaco:tiny|large` (a"
+    " SeACo-Paraformer, which takes hotwords); unset: the streaming model decodes them",
+)
+OFFLINE_DEVICES = Setting(
+    "ASR_OFFLINE_DEVICES",
+    OrNone(DEVICES_LIST),
+    None,
+    "devices of the offline pool, one worker each",
+    shown="`ASR_DEVICES`",
+)
+OFFLINE_BATCH_WAIT_MS = Setting(
+    "ASR_OFFLINE_BATCH_WAIT_MS",
+    MILLISECONDS_OR_0,
+    0.05,
+    "how long an offline worker holds a step open for more utterances ending",
+)
+VAD_MODEL = Setting(
+    "ASR_VAD_MODEL",
+    OrNone(MODEL_NAME),
+    None,
+    "an FSMN-VAD that finds 2pass sentence ends (a third pool); unset: the energy endpointer below",
+)
+VAD_DEVICES = Setting(
+    "ASR_VAD_DEVICES", DEVICES_LIST, ("cpu",), "devices of the VAD pool, one worker each"
+)
+PUNC_MODEL = Setting(
+    "ASR_PUNC_MODEL",
+    OrNone(MODEL_NAME),
+    None,
+    "a CT-Transformer that punctuates the offline model's results (needs `ASR_OFFLINE_MODEL`)",
+)
+
+# 2pass sentences (gateway.endpointer.EndpointSettings).
+SENTENCE_PREROLL_MS = Setting(
+    "ASR_SENTENCE_PREROLL_MS",
+    MILLISECONDS_OR_0,
+    0.3,
+    "2pass: a sentence's offline pass starts this long before its detected speech",
+)
+ENDPOINT_SILENCE_MS = Setting(
+    "ASR_ENDPOINT_SILENCE_MS", MILLISECONDS, 0.8, "2pass: the pause that ends a sentence"
+)
+ENDPOINT_MIN_SPEECH_MS = Setting(
+    "ASR_ENDPOINT_MIN_SPEECH_MS",
+    MILLISECONDS,
+    0.3,
+    "2pass: the speech a sentence needs before a pause can end it",
+)
+ENDPOINT_ENERGY_DBFS = Setting(
+    "ASR_ENDPOINT_ENERGY_DBFS",
+    Level(),
+    -40.0,
+    "2pass: the RMS level (dBFS, 30 ms frames) above which a frame is speech",
+)
+
+MODEL_CACHE = Setting(
+    "ASR_MODEL_CACHE",
+    Text("a directory"),
+    os.path.expanduser("~/.cache/asr-gateway/models"),
+    "where synthetic models are built",
+    shown="`~/.cache/asr-gateway/models`",
+)
+
+# The README's order.
+SETTINGS: tuple[Setting[Any], ...] = (
+    MODEL,
+    DEVICES,
+    WORKERS_PER_DEVICE,
+    TRANSPORT,
+    THREADS_PER_WORKER,
+    MAX_SESSIONS,
+    MAX_FRAME_BYTES,
+    MAX_TEXT_BYTES,
+    IDLE_TIMEOUT,
+    CONFIG_TIMEOUT,
+    FIRST_AUDIO_TIMEOUT,
+    SEND_TIMEOUT,
+    MAX_FRAMES_PER_SECOND,
+    ADMISSION_WAIT,
+    ADMISSION_QUEUE,
+    MAX_SESSION_SECONDS,
+    MAX_SEGMENT_SECONDS,
+    MAX_BUFFERED_SECONDS,
+    PROTECT_STATUS,
+    DRAIN_TIMEOUT,
+    GC_TUNING,
+    SLOT_BYTES,
+    SLOTS_PER_WORKER,
+    MAX_BATCH,
+    STREAM_WINDOW,
+    STREAM_IDLE_TIMEOUT,
+    WORKER_START_TIMEOUT,
+    WORKER_STOP_TIMEOUT,
+    WORKER_STEP_TIMEOUT,
+    WORKER_STEP_SECONDS_PER_AUDIO_SECOND,
+    UNHEALTHY_AFTER,
+    API_KEYS,
+    ALLOWED_ORIGINS,
+    MAX_SESSIONS_PER_CLIENT,
+    ENGINE,
+    ONNX_PRECISION,
+    BATCH_WAIT_MS,
+    CHUNK_DEADLINE_MS,
+    TRANSCRIBE_MAX_BYTES,
+    TRANSCRIBE_CONCURRENCY,
+    FETCH_TIMEOUT,
+    UPLOAD_TIMEOUT,
+    FETCH_ALLOW_PRIVATE,
+    OFFLINE_MODEL,
+    OFFLINE_DEVICES,
+    OFFLINE_BATCH_WAIT_MS,
+    VAD_MODEL,
+    VAD_DEVICES,
+    PUNC_MODEL,
+    SENTENCE_PREROLL_MS,
+    ENDPOINT_SILENCE_MS,
+    ENDPOINT_MIN_SPEECH_MS,
+    ENDPOINT_ENERGY_DBFS,
+    MODEL_CACHE,
+)
