@@ -1,7 +1,8 @@
 """Fault injection against a real uvicorn with real workers (RELIABILITY.md lists each).
 
 A worker killed or hung mid-stream, clients that vanish at random points, twice as many
-clients as places: what each session sees, and what the server has left afterwards.
+clients as places: what each session sees, and what the server has left afterwards. How
+soon each is seen, and the server's memory meanwhile, are measured by ``bench.faults``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import os
 import random
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,6 @@ class Outcome:
         self.worker: int | None = None
         self.verified = False
         self.error: dict[str, Any] | None = None
-        self.error_at: float | None = None
         self.close_code: int | None = None
 
 
@@ -85,7 +84,7 @@ async def stream_through_a_fault(
             while not results[-1].get("is_final"):
                 message = json.loads(await ws.recv())
                 if message.get("type") == "error":
-                    out.error, out.error_at = message, time.monotonic()
+                    out.error = message
                     break
                 results.append(message)
         except ConnectionClosed:
@@ -102,7 +101,7 @@ async def read_error(ws: ClientConnection, out: Outcome) -> None:
         while True:
             message = json.loads(await ws.recv())
             if message.get("type") == "error":
-                out.error, out.error_at = message, time.monotonic()
+                out.error = message
     except ConnectionClosed as closed:
         out.close_code = closed.rcvd.code if closed.rcvd else None
 
@@ -128,24 +127,22 @@ async def test_a_worker_lost_mid_stream_fails_only_its_sessions(tmp_path: Path, 
                         stream_through_a_fault, server, index, started, fault_done, out
                     )
                     await started.wait()  # one by one: least-loaded alternates the workers
-                struck_at = time.monotonic()
                 os.kill(victim["pid"], signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
                 fault_done.set()
         victims = [o for o in outcomes if o.worker == victim["index"]]
         survivors = [o for o in outcomes if o.worker != victim["index"]]
         assert len(victims) == len(survivors) == 3
         assert all(o.verified for o in survivors)
-        # A crash is seen at once; a hang once the watchdog's timeout (+ a tick) has passed.
-        deadline = 1.0 if fault == "sigkill" else step_timeout + 1.5
+        # A crash is seen as the worker's exit (its pipe's EOF), not by the watchdog; a hang
+        # by the watchdog, after the step timeout set here.
+        watchdog = f"ASR_WORKER_STEP_TIMEOUT {step_timeout:g} s"
+        seen_as = "died (exit code -9)" if fault == "sigkill" else watchdog
         for out in victims:
             assert not out.verified
             assert out.error is not None
-            assert out.error_at is not None
             assert out.error["code"] == 1011
             assert out.close_code == 1011
-            assert out.error_at - struck_at < deadline, out.error_at - struck_at
-            if fault == "hang":
-                assert "ASR_WORKER_STEP_TIMEOUT" in out.error["message"]
+            assert seen_as in out.error["message"], out.error["message"]
         status = await wait_until_all_released(server)
         replaced = status["workers"][0]
         assert replaced["restarts"] == 1
@@ -202,7 +199,6 @@ class Tally:
 
 async def admitted_or_refused(server: Server, index: int, hold: anyio.Event, tally: Tally) -> None:
     pcm = random.Random(index).randbytes(CHUNK * 2)
-    connected = time.monotonic()
     async with open_session(server) as ws:
         try:
             await send_frames(ws, [config(), pcm[:CHUNK]])
@@ -211,9 +207,9 @@ async def admitted_or_refused(server: Server, index: int, hold: anyio.Event, tal
         first = json.loads(await ws.recv())
         if first.get("type") == "error":
             out = Outcome()
-            out.error, out.error_at = first, time.monotonic()
+            out.error = first
             await read_error(ws, out)
-            tally.record(index, ("refused", out.error["code"], out.error_at - connected))
+            tally.record(index, ("refused", out.error["code"], out.error["message"]))
             return
         await hold.wait()  # every admitted session stays open until all clients have tried
         await send_frames(ws, [pcm[CHUNK:], END])
@@ -232,6 +228,8 @@ async def test_twice_max_sessions_at_once(tmp_path: Path) -> None:
             async with anyio.create_task_group() as group:
                 for index in range(2 * places):
                     group.start_soon(admitted_or_refused, server, index, hold, tally)
+                # Refused while every admitted session is held open: none waited for a
+                # place to come free.
                 await tally.all_refused.wait()
                 rss_peak = rss_kib(server.pid)
                 hold.set()
@@ -240,9 +238,11 @@ async def test_twice_max_sessions_at_once(tmp_path: Path) -> None:
         refused = [r for r in results.values() if r[0] == "refused"]
         assert len(verified) == len(refused) == places
         assert all(code == 1013 for _, code, _ in refused)
-        assert max(seconds for _, _, seconds in refused) < 1.0
-        # Bounded memory: refused sessions hold nothing; 32 admitted ones hold a little.
+        # Refused at once (ASR_ADMISSION_WAIT is 0), not after waiting in line.
+        at_once = f"the server is serving its maximum of {places} sessions; try again later"
+        assert all(message == at_once for _, _, message in refused), refused[:1]
+        # Bounded memory: refused sessions hold nothing; 32 admitted ones hold a little
+        # (3 MiB, bench.faults). A guard against holding what is not bounded, not a figure.
         growth_mib = (rss_peak - rss_before) / 1024
-        print(f"server RSS {rss_before / 1024:.0f} MiB -> {rss_peak / 1024:.0f} MiB at peak")
         assert growth_mib < 64, growth_mib
         await wait_until_all_released(server)
