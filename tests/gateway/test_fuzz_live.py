@@ -9,15 +9,10 @@ ours; it must never crash; and good sessions streaming beside the fuzzing all ve
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,7 +25,7 @@ from websockets.typing import Subprotocol
 
 from gateway.protocol import CONFIG_KEYS
 from tests.gateway.checksums import END, check_online, config
-from tests.gateway.uvicorn_server import ROOT, free_port
+from tests.gateway.uvicorn_server import Server, serve_blocking
 
 pytestmark = pytest.mark.slow
 
@@ -40,61 +35,26 @@ MAX_TEXT_BYTES = 4096
 # layer's own answer to a text frame that is not UTF-8 (RFC 6455), sent by uvicorn.
 OUR_CODES = {1008, 1009}
 DEFINED_CODES = OUR_CODES | {1007}
-
-
-@dataclass
-class LiveServer:
-    url: str
-    http: str
-    process: subprocess.Popen[bytes]
-    log: Path
+ENOUGH = 5  # good sessions verified beside the fuzzing
 
 
 @pytest.fixture(scope="module")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("fuzz") / "server.log"
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the whole module; on leaving, it must still run, then exit 0."""
     env = {
-        **os.environ,
         "ASR_MODEL": "checksum",
         "ASR_DEVICES": "cpu",
         "ASR_MAX_FRAME_BYTES": str(MAX_FRAME_BYTES),
         "ASR_MAX_TEXT_BYTES": str(MAX_TEXT_BYTES),
         "ASR_MAX_SESSIONS": "256",
     }
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = LiveServer(f"ws://127.0.0.1:{port}/", f"http://127.0.0.1:{port}", process, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{server.http}/readyz", trust_env=False).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+    log = tmp_path_factory.mktemp("fuzz") / "server.log"
+    with serve_blocking(env, log, ready_timeout=60) as server:
         yield server
-        assert process.poll() is None, f"the server died:\n{log.read_text()}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        assert server.process.returncode is None, f"the server died:\n{server.output()}"
 
 
-def open_ws(server: LiveServer) -> ClientConnection:
+def open_ws(server: Server) -> ClientConnection:
     return connect(
         server.url,
         subprotocols=[Subprotocol("binary")],
@@ -112,10 +72,11 @@ def open_ws(server: LiveServer) -> ClientConnection:
 class GoodSessions:
     """A thread that streams verified checksum sessions until told to stop."""
 
-    server: LiveServer
+    server: Server
     verified: int = 0
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    enough: threading.Event = field(default_factory=threading.Event)  # ENOUGH verified
 
     def run(self) -> None:
         rng = random.Random(0)
@@ -132,12 +93,14 @@ class GoodSessions:
                         results.append(json.loads(ws.recv(timeout=10)))
                 check_online(results, pcm, 19200)
                 self.verified += 1
+                if self.verified >= ENOUGH:
+                    self.enough.set()
             except Exception as exc:  # any failure of a good session fails the test
                 self.failures.append(f"{type(exc).__name__}: {exc}")
 
 
 @pytest.fixture(scope="module")
-def good_sessions(live_server: LiveServer) -> Iterator[GoodSessions]:
+def good_sessions(live_server: Server) -> Iterator[GoodSessions]:
     good = GoodSessions(live_server)
     thread = threading.Thread(target=good.run, daemon=True)
     thread.start()
@@ -210,7 +173,7 @@ def close_code_after(ws: ClientConnection) -> tuple[int | None, list[dict[str, A
 )
 @given(start_with_config=st.booleans(), frames=st.lists(_frames, min_size=1, max_size=8))
 def test_random_frames_get_a_defined_close_and_disturb_nobody(
-    live_server: LiveServer,
+    live_server: Server,
     good_sessions: GoodSessions,
     start_with_config: bool,
     frames: list[object],
@@ -240,21 +203,19 @@ def test_random_frames_get_a_defined_close_and_disturb_nobody(
 
 
 def test_good_sessions_verified_beside_the_fuzzing_and_no_traceback(
-    live_server: LiveServer, good_sessions: GoodSessions
+    live_server: Server, good_sessions: GoodSessions
 ) -> None:
     """Runs after the fuzz test (same module, file order): the good sessions all verified."""
-    deadline = time.monotonic() + 20
-    while good_sessions.verified < 5 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    good_sessions.enough.wait(timeout=20)  # bounds a hang: they are usually long done
     good_sessions.stop.set()
     assert not good_sessions.failures, good_sessions.failures[:3]
-    assert good_sessions.verified >= 5
+    assert good_sessions.verified >= ENOUGH
     health = httpx.get(f"{live_server.http}/readyz", trust_env=False).json()
     assert health["ready"] is True
     assert all(w["restarts"] == 0 for w in health["workers"])
     # A bad session is an error frame and a close, never an unhandled exception, and no
     # traceback: uvicorn's own line for a text frame that is not UTF-8 (it answers 1007
     # itself, before the app sees the frame) is one WARNING line (gateway.server_log).
-    log = live_server.log.read_text(errors="replace")
+    log = live_server.output()
     assert "Exception in ASGI application" not in log
     assert "Traceback" not in log

@@ -7,14 +7,15 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import anyio.abc
 import httpx
+from anyio.from_thread import start_blocking_portal
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
@@ -110,3 +111,16 @@ async def serve(
             with anyio.move_on_after(STOP_TIMEOUT_S, shield=True):
                 await process.wait()
         await process.aclose()
+
+
+@contextmanager
+def serve_blocking(
+    env: Mapping[str, str], log: Path, *, ready_timeout: float = 120.0
+) -> Iterator[Server]:
+    """``serve`` for tests that are not async (hypothesis's, a module's fixture): the same
+    server and checks, its process looked after by an event loop in a thread of its own."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(serve(env, log, ready_timeout=ready_timeout)) as server,
+    ):
+        yield server
