@@ -6,7 +6,7 @@ import anyio
 import numpy as np
 import pytest
 
-from shared.errors import WorkerError
+from shared.errors import StreamClosedError, WorkerError
 from shared.settings import PoolSettings, Transport
 from workers.pool import WorkerPool
 from workers.stream import AudioStream
@@ -98,7 +98,7 @@ async def test_sending_after_finish_is_refused() -> None:
     pool = WorkerPool(_settings("shm", devices=("cpu",)))
     async with pool, pool.open_stream() as stream:
         await stream.finish(b"\x01\x00")
-        with pytest.raises(Exception, match="already finished"):
+        with pytest.raises(StreamClosedError, match="already finished"):
             await stream.send(b"\x01\x00")
         result = await stream.receive()
         assert result.is_final
