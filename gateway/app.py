@@ -1,10 +1,13 @@
-"""The ASGI app: ``uvicorn gateway.app:app``.
+"""The ASGI app: ``python -m gateway`` (or ``uvicorn gateway.app:app``).
 
-The WebSocket endpoint at ``/`` speaks FunASR's protocol; an HTTP ``GET /`` gets the
-browser page (``gateway/static``); ``POST /v1/transcribe`` decodes a whole file;
-``/healthz``, ``/readyz`` and ``/metrics`` are for the operator. The lifespan starts the
-worker pools (streaming; offline, VAD when configured) and stops them; on SIGTERM or Ctrl-C
-it first drains the live sessions (see ``gateway.signals``).
+The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.session``); an HTTP
+``GET /`` gets the browser page (``gateway/static``); ``POST /v1/transcribe`` decodes a
+whole file (``gateway.transcribe_endpoint``); ``/healthz``, ``/readyz`` and ``/metrics``
+are for the operator (``gateway.status``). The lifespan starts the worker pools
+(streaming; offline, VAD when configured) and stops them. ``drain`` lets the live sessions
+finish first: ``python -m gateway``'s server calls it on SIGTERM or Ctrl-C
+(``gateway.server``); under bare uvicorn the lifespan wraps uvicorn's signal handlers to
+the same end (``gateway.signals``, the fallback).
 
 The lifespan is ours rather than Starlette's so that a start-up failure reaches uvicorn as
 one line (``ASR_MODEL=... is not in the local cache ...: set ASR_MODEL=...``), not as a
@@ -18,11 +21,9 @@ import logging
 import traceback
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -32,34 +33,30 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
-from gateway.access import ClientSessions, Refusal, check_handshake, check_status_access
+from gateway import status
+from gateway.access import ClientSessions, Refusal, check_handshake
 from gateway.admission import Admission
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
-from gateway.long_audio import transcribe_long
+from gateway.closing import CLOSE_GRACE_S, close_reason, close_with_error
 from gateway.metrics import GatewayMetrics
 from gateway.server_log import quiet_client_faults
-from gateway.session import CLOSE_GRACE_S, Session, close_with_error
+from gateway.serving import Serving
+from gateway.session import Session
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
-from gateway.transcribe import (
-    Slots,
-    TranscribeError,
-    decode_wav,
-    duration_s,
-    read_audio,
-    refusal_for,
-)
+from gateway.transcribe import TranscriptionLimiter
+from gateway.transcribe_endpoint import transcribe
 from shared.errors import (
-    GatewayError,
+    CLOSE_POLICY_VIOLATION,
     OverCapacityError,
     ProtocolError,
     ShuttingDownError,
     WorkerLoadError,
 )
 from shared.gc_tuning import latency_tuned_gc
-from shared.messages import StreamOptions, StreamResult
+from shared.messages import StreamResult
 from shared.settings import PoolSettings
-from workers.pool import WorkerPool, WorkerStatus
+from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -71,39 +68,23 @@ class StartupError(Exception):
     """The gateway cannot start; the message says why and what to do, in one line."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Serving:
-    settings: GatewaySettings
-    pool: WorkerPool
-    admission: Admission
-    clients: ClientSessions
-    transcriptions: Slots
-    offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
-    vad_pool: WorkerPool | None  # ASR_VAD_MODEL's, else None: the energy endpointer
-    budget: AudioBudget  # the audio all sessions hold in this process
-
-    @property
-    def whole_utterance_pool(self) -> WorkerPool:
-        """Where the WebSocket `offline` mode and /v1/transcribe decode."""
-        return self.offline_pool or self.pool
-
-    @property
-    def pools(self) -> list[WorkerPool]:
-        return [pool for pool in (self.pool, self.offline_pool, self.vad_pool) if pool is not None]
-
-
 class Gateway:
-    """The ASGI app. Settings come from ``settings``, else from the environment at start-up."""
+    """The ASGI app. Settings come from ``settings``, else from the environment at start-up.
+    ``wrap_signals``: drain on uvicorn's SIGTERM and SIGINT by wrapping its handlers (bare
+    uvicorn's fallback); off when the server calls ``drain`` itself (``gateway.server``)."""
 
     def __init__(
         self,
         settings: GatewaySettings | None = None,
         environ: Mapping[str, str] | None = None,
+        *,
+        wrap_signals: bool = True,
     ) -> None:
         self._settings = settings
         self._environ = environ
+        self._wrap_signals = wrap_signals
         self.metrics = GatewayMetrics()
-        self._serving: _Serving | None = None
+        self._serving: Serving | None = None
         self._router = Starlette(
             routes=[
                 # Both at "/": a WebSocketRoute matches only websocket scopes, a Route only http.
@@ -202,17 +183,19 @@ class Gateway:
             with gc_tuning:
                 async with anyio.create_task_group() as group:
                     clients = ClientSessions(settings.access.max_sessions_per_client)
-                    slots = Slots(settings.transcribe.concurrency)
+                    limiter = TranscriptionLimiter(settings.transcribe.concurrency)
                     budget = AudioBudget(settings.max_buffered_bytes)
                     self.metrics.watch_budget(
                         lambda: budget.held / BYTES_PER_SECOND,
                         budget.max_bytes / BYTES_PER_SECOND,
                     )
-                    self._serving = _Serving(
-                        settings, pool, admission, clients, slots, offline_pool, vad_pool, budget
+                    self._serving = Serving(
+                        settings, pool, admission, clients, limiter, offline_pool, vad_pool, budget
                     )
-                    with SignalDrain() as signals:
-                        group.start_soon(self._drain_on_signal, signals)
+                    signals = SignalDrain() if self._wrap_signals else None
+                    with signals or contextlib.nullcontext():
+                        if signals is not None:
+                            group.start_soon(self._drain_on_signal, signals)
                         try:
                             yield
                         finally:
@@ -239,7 +222,8 @@ class Gateway:
         """Stop admitting sessions (new ones get 1012, ``/readyz`` 503), let the live ones
         finish their utterance for up to ``timeout`` seconds (default ``ASR_DRAIN_TIMEOUT``),
         then close the rest with 1012. SIGTERM and Ctrl-C call this before uvicorn's own
-        shutdown; an embedding server may call it too."""
+        shutdown (``gateway.server``, or ``gateway.signals`` under bare uvicorn); an
+        embedding server may call it too."""
         serving = self._serving
         if serving is None:
             return
@@ -308,17 +292,7 @@ class Gateway:
                 return
             places.enter_context(self.metrics.sessions_active.track_inprogress())
             self.metrics.sessions.inc()
-            session = Session(
-                websocket,
-                serving.pool,
-                serving.settings,
-                serving.admission,
-                self.metrics,
-                offline_pool=serving.offline_pool,
-                vad_pool=serving.vad_pool,
-                budget=serving.budget,
-            )
-            await session.run()
+            await Session(websocket, serving, self.metrics).run()
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -326,141 +300,16 @@ class Gateway:
         return FileResponse(STATIC / "index.html")
 
     async def _healthz(self, request: Request) -> Response:
-        """200 while the process serves or will again by itself (a worker restarting);
-        503 once a pool cannot serve any more, so that a process manager restarts us."""
-        serving = self._serving
-        if serving is not None:
-            for name, pool in (
-                ("streaming", serving.pool),
-                ("offline", serving.offline_pool),
-                ("vad", serving.vad_pool),
-            ):
-                reason = pool.health if pool is not None else None
-                if reason is not None:
-                    return JSONResponse({"status": "failing", "pool": name, "reason": reason}, 503)
-        return JSONResponse({"status": "ok"})
+        return await status.healthz(self._serving)
 
     async def _readyz(self, request: Request) -> Response:
-        serving = self._serving
-        if serving is None:
-            return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
-        draining = serving.admission.draining.is_set()
-        ready = all(pool.ready for pool in serving.pools) and not draining
-        status = 200 if ready else 503
-        if _status_refusal(serving, request) is not None:
-            # A load balancer's probe needs only the status code; the details need a key.
-            return JSONResponse({"ready": ready, "draining": draining}, status)
-        body = {
-            "ready": ready,
-            "draining": draining,
-            "sessions": {
-                "active": serving.admission.active,
-                "max": serving.admission.max_sessions,
-            },
-            "workers": [_worker_json(worker) for worker in serving.pool.status()],
-        }
-        for name, companion in (("offline", serving.offline_pool), ("vad", serving.vad_pool)):
-            if companion is not None:
-                body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
-        return JSONResponse(body, status)
-
-    async def _transcribe(self, request: Request) -> Response:
-        """A whole file, decoded as one utterance (see ``gateway.transcribe``)."""
-        serving = self._serving
-        error: TranscribeError
-        try:
-            if serving is None or serving.admission.draining.is_set():
-                raise TranscribeError(
-                    503, "unavailable", "the server is not serving; try again later"
-                )
-            refusal = check_handshake(
-                serving.settings.access, request.headers, request.scope["query_string"]
-            )
-            if refusal is not None:
-                reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-                raise TranscribeError(refusal.status, reason, refusal.message)
-            serving.transcriptions.take()
-            try:
-                return await self._transcribe_taken(request, serving)
-            finally:
-                serving.transcriptions.give()
-        except TranscribeError as refused:
-            error = refused
-        except Exception as exc:  # a bug: counted, one log line, still a JSON answer
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            logger.error(
-                "POST /v1/transcribe failed at %s:%s: %s: %s",
-                where.filename,
-                where.lineno,
-                type(exc).__name__,
-                exc,
-            )
-            error = TranscribeError(500, "internal", "the server failed; see its log")
-        self.metrics.transcriptions.labels(str(error.status)).inc()
-        self.metrics.transcription_refusals.labels(error.reason).inc()
-        headers = {"Retry-After": "1"} if error.status == 429 else None
-        body = {"error": {"status": error.status, "message": error.message}}
-        return JSONResponse(body, error.status, headers)
-
-    async def _transcribe_taken(self, request: Request, serving: _Serving) -> Response:
-        settings = serving.settings
-        audio = await read_audio(request, settings.transcribe)  # capped as it arrives
-        samples = await anyio.to_thread.run_sync(decode_wav, audio.data, settings.max_session_s)
-        options = StreamOptions(hotwords=audio.hotwords)
-        try:
-            # Longer than ASR_MAX_SEGMENT_SECONDS: in segments cut at pauses, then joined.
-            transcript = await transcribe_long(
-                serving.whole_utterance_pool,
-                samples,
-                options,
-                max_segment_bytes=settings.max_segment_bytes,
-                vad_pool=serving.vad_pool,
-                energy_threshold=settings.endpoint.threshold,
-            )
-        except GatewayError as error:
-            raise refusal_for(error) from None
-        self.metrics.transcriptions.labels("200").inc()
-        decoder = serving.whole_utterance_pool
-        body: dict[str, object] = {
-            "text": transcript.text,
-            "duration_s": duration_s(samples),
-            "source": audio.source,
-            "model": decoder.model.description if decoder.model else "",
-            "engine": decoder.engine,
-        }
-        if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]
-            body["timestamps"] = [list(pair) for pair in transcript.timestamps]
-        return JSONResponse(body)
+        return await status.readyz(self._serving, request)
 
     async def _metrics(self, request: Request) -> Response:
-        serving = self._serving
-        refusal = _status_refusal(serving, request) if serving is not None else None
-        if refusal is not None:
-            body = {"error": {"status": refusal.status, "message": refusal.message}}
-            return JSONResponse(body, refusal.status, {"WWW-Authenticate": "Bearer"})
-        return Response(self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return await status.metrics(self._serving, request, self.metrics)
 
-
-def _status_refusal(serving: _Serving, request: Request) -> Refusal | None:
-    """ASR_PROTECT_STATUS: a refusal unless the request carries an API key."""
-    return check_status_access(
-        serving.settings.access, request.headers, request.scope["query_string"]
-    )
-
-
-def _worker_json(worker: WorkerStatus) -> dict[str, object]:
-    return {
-        "index": worker.index,
-        "device": worker.device,
-        "engine": worker.engine,
-        "model": worker.model,
-        "state": worker.state,
-        "pid": worker.pid,
-        "active_streams": worker.active_streams,
-        "free_slots": worker.free_slots,
-        "engine_streams": worker.engine_streams,
-        "restarts": worker.restarts,
-    }
+    async def _transcribe(self, request: Request) -> Response:
+        return await transcribe(self._serving, request, self.metrics)
 
 
 def _refusal_reason(error: Exception) -> str:
@@ -481,7 +330,7 @@ async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
         await websocket.send_denial_response(JSONResponse(body, refusal.status, headers))
     else:
-        await websocket.close(1008, refusal.message[:120])
+        await websocket.close(CLOSE_POLICY_VIOLATION, close_reason(refusal.message))
 
 
 def _show_our_logs() -> None:
@@ -501,11 +350,14 @@ def _show_our_logs() -> None:
 
 
 def create_app(
-    settings: GatewaySettings | None = None, environ: Mapping[str, str] | None = None
+    settings: GatewaySettings | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    wrap_signals: bool = True,
 ) -> Gateway:
     """The gateway app; with no ``settings`` they are read from ``environ`` (default: the
     process environment) when the app starts, so that a bad value fails start-up in one line."""
-    return Gateway(settings, environ)
+    return Gateway(settings, environ, wrap_signals=wrap_signals)
 
 
 app = create_app()

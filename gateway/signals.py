@@ -1,10 +1,15 @@
-"""Hold back the server's SIGTERM/SIGINT handling until live sessions have drained.
+"""The fallback drain under bare ``uvicorn gateway.app:app``: hold back uvicorn's SIGTERM
+and SIGINT handling until live sessions have drained.
 
-uvicorn installs its handlers with ``signal.signal`` before the app's lifespan starts, and on
-a signal closes every WebSocket with 1012 at once. We wrap its handlers: the first signal
-only wakes the app's drain (see ``gateway.app``), which calls ``hand_over`` once the live
-sessions are done or the drain timeout has passed; uvicorn then shuts down as usual. A second
-signal goes straight to uvicorn's handler (a second Ctrl-C forces the exit, as uvicorn does).
+``python -m gateway`` does not need this: its server overrides uvicorn's ``handle_exit``
+and drains first (``gateway.server``). Bare uvicorn gives an ASGI app no say in its
+shutdown; it installs its handlers with ``signal.signal`` before the app's lifespan starts,
+and on a signal closes every WebSocket with 1012 at once. So the lifespan wraps its
+handlers: the first signal only wakes the app's drain (see ``gateway.app``), which calls
+``hand_over`` once the live sessions are done or the drain timeout has passed; uvicorn then
+shuts down as usual. A second signal goes straight to uvicorn's handler (a second Ctrl-C
+forces the exit, as uvicorn does). This relies on how uvicorn installs, and re-raises, its
+signals (``hand_over`` sets its ``should_exit``), which uvicorn does not document.
 
 Signals can only be handled in the main thread: elsewhere (Starlette's ``TestClient``, a
 server run from a thread) ``install`` does nothing and the server's handling is untouched.

@@ -78,9 +78,9 @@ from shared.messages import SAMPLE_RATE
 
 __all__ = [
     "AudioRequest",
-    "Slots",
     "TranscribeError",
     "TranscribeSettings",
+    "TranscriptionLimiter",
     "decode_wav",
     "duration_s",
     "read_audio",
@@ -120,8 +120,9 @@ class TranscribeSettings:
         )
 
 
-class Slots:
-    """At most ``limit`` requests at once; the next is refused at once (429), never queued."""
+class TranscriptionLimiter:
+    """At most ``limit`` transcriptions at once (ASR_TRANSCRIBE_CONCURRENCY); the next
+    request is refused at once (429), never queued."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

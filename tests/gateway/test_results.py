@@ -1,10 +1,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from gateway.results import end_acknowledgement, error_message, result_message
+from gateway.results import (
+    Label,
+    Partials,
+    WholeText,
+    end_acknowledgement,
+    error_message,
+    result_message,
+)
+from shared.messages import StreamResult
 
 
 def test_result_has_funasrs_fields() -> None:
@@ -80,3 +89,89 @@ def test_end_acknowledgement_shape() -> None:
 
 def test_error_message_keeps_non_ascii_unescaped() -> None:
     assert "音频" in error_message(1011, "音频")
+
+
+# -- a pass's results become frames --------------------------------------------------------
+
+
+def result(text: str, is_final: bool = False, **fields: Any) -> StreamResult:
+    return StreamResult(stream_id=1, seq=0, text=text, is_final=is_final, **fields)
+
+
+def test_a_streaming_pass_sends_each_partial_with_text_and_always_its_final() -> None:
+    frames = Partials("online", Label("online", "w"), final=True, timing=False)
+    assert frames.push(result(""), worker=0) == []
+    (partial,) = frames.push(result("你"), worker=0)
+    assert json.loads(partial)["is_final"] is False
+    (final,) = frames.push(result("", is_final=True), worker=1)
+    message = json.loads(final)
+    assert (message["mode"], message["text"], message["is_final"]) == ("online", "", True)
+    assert message["worker"] == 1
+    assert frames.finish() == []
+
+
+def test_a_2pass_streaming_pass_is_never_final() -> None:
+    frames = Partials("2pass-online", Label("2pass", "w"), final=False, timing=False)
+    assert frames.push(result("", is_final=True), worker=0) == []
+    (frame,) = frames.push(result("好", is_final=True), worker=0)
+    assert json.loads(frame)["is_final"] is False
+
+
+def test_with_timing_every_result_is_a_frame() -> None:
+    frames = Partials("2pass-online", Label("2pass", "w"), final=False, timing=True)
+    assert len(frames.push(result(""), worker=0)) == 1
+
+
+def test_a_whole_decode_is_one_frame_with_the_sums_of_its_pieces() -> None:
+    frames = WholeText(
+        "offline", Label("offline", "w"), final=True, offsets_ms=[0], text_is_delta=True
+    )
+    assert frames.push(result("今天", queue_ms=1.0, compute_ms=2.0), worker=0) == []
+    assert frames.push(result("好", True, queue_ms=3.0, compute_ms=4.0), worker=0) == []
+    (frame,) = frames.finish()
+    message = json.loads(frame)
+    assert (message["mode"], message["text"], message["is_final"]) == ("offline", "今天好", True)
+    assert (message["queue_ms"], message["compute_ms"]) == (4.0, 6.0)
+    assert "timestamp" not in message
+
+
+def test_a_running_text_is_taken_from_the_final_result() -> None:
+    frames = WholeText(
+        "2pass-offline", Label("2pass", "w"), final=False, offsets_ms=[0], text_is_delta=False
+    )
+    frames.push(result("ab"), worker=0)
+    frames.push(result("abc", True), worker=0)
+    (frame,) = frames.finish()
+    assert json.loads(frame)["text"] == "abc"
+    assert json.loads(frame)["is_final"] is False
+
+
+def test_segments_are_joined_and_their_timestamps_moved_to_where_each_starts() -> None:
+    frames = WholeText(
+        "offline", Label("offline", "w"), final=True, offsets_ms=[0, 60_000], text_is_delta=True
+    )
+    frames.push(result("first", True, timestamps=((0, 100),)), worker=0)
+    frames.push(result("", True), worker=1)  # a silent segment adds no space
+    (frame,) = frames.finish()
+    message = json.loads(frame)
+    assert message["text"] == "first"
+    assert message["timestamp"] == "[[0,100]]"
+
+
+def test_three_segments_texts_and_timestamps() -> None:
+    frames = WholeText(
+        "offline", Label("offline", "w"), final=True, offsets_ms=[0, 500, 900], text_is_delta=True
+    )
+    for index, text in enumerate(("a", "b", "c")):
+        frames.push(result(text, True, timestamps=((10, 20),)), worker=index)
+    message = json.loads(frames.finish()[0])
+    assert message["text"] == "a b c"
+    assert message["timestamp"] == "[[10,20],[510,520],[910,920]]"
+    assert message["worker"] == 2  # the last segment's
+
+
+def test_the_name_on_frames_is_the_labels_at_the_time_they_are_made() -> None:
+    label = Label("online", "before")
+    frames = Partials("online", label, final=True, timing=False)
+    label.wav_name = "after"
+    assert json.loads(frames.push(result("x"), worker=0)[0])["wav_name"] == "after"

@@ -22,7 +22,7 @@ from gateway import transcribe
 from gateway.access import AccessSettings
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from gateway.transcribe import Slots, TranscribeError, TranscribeSettings
+from gateway.transcribe import TranscribeError, TranscribeSettings, TranscriptionLimiter
 from shared.settings import PoolSettings
 from tests.gateway.checksums import checksum
 from tests.gateway.uvicorn_server import free_port
@@ -260,13 +260,13 @@ def test_keys_apply_to_transcription_too() -> None:
 
 
 def test_requests_beyond_the_concurrency_are_refused_at_once() -> None:
-    slots = Slots(1)
-    slots.take()
+    limiter = TranscriptionLimiter(1)
+    limiter.take()
     with pytest.raises(TranscribeError) as refused:
-        slots.take()
+        limiter.take()
     assert refused.value.status == 429
-    slots.give()
-    slots.take()
+    limiter.give()
+    limiter.take()
 
 
 # -- the header checked before the work ---------------------------------------------------
@@ -459,14 +459,14 @@ def test_an_unexpected_failure_is_a_counted_json_500_with_one_log_line(
     def broken(data: bytes, max_seconds: float) -> np.ndarray:
         raise KeyError("a bug")
 
-    monkeypatch.setattr("gateway.app.decode_wav", broken)
+    monkeypatch.setattr("gateway.transcribe_endpoint.decode_wav", broken)
     before = refused(client, "internal")
-    with caplog.at_level(logging.ERROR, logger="gateway.app"):
+    with caplog.at_level(logging.ERROR, logger="gateway.transcribe_endpoint"):
         status, body = upload(client, wav_bytes(speech(0.5)))
     assert status == 500, body
     assert body == {"error": {"status": 500, "message": "the server failed; see its log"}}
     assert refused(client, "internal") == before + 1
     assert counted(client, "asr_transcriptions", "status", "500") >= 1
-    [record] = [r for r in caplog.records if r.name == "gateway.app"]
+    [record] = [r for r in caplog.records if r.name == "gateway.transcribe_endpoint"]
     assert "KeyError" in record.getMessage()
     assert "\n" not in record.getMessage()

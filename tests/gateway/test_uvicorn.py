@@ -28,7 +28,7 @@ from tests.gateway.checksums import (
     config,
     random_frames,
 )
-from tests.gateway.uvicorn_server import ROOT, Server, serve
+from tests.gateway.uvicorn_server import GATEWAY, ROOT, UVICORN, Server, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -136,14 +136,15 @@ async def test_twenty_concurrent_sessions_get_every_checksum_right(tmp_path: Pat
     assert not leftover_segments(server.pid)
 
 
+@pytest.mark.parametrize("entry", [UVICORN, GATEWAY], ids=["uvicorn", "python-m-gateway"])
 @pytest.mark.parametrize("whole_group", [False, True], ids=["server", "process-group"])
 async def test_sigterm_lets_live_sessions_finish_then_exits_0(
-    tmp_path: Path, whole_group: bool
+    tmp_path: Path, whole_group: bool, entry: Sequence[str]
 ) -> None:
     env = {**CHECKSUM_ENV, "ASR_DRAIN_TIMEOUT": "4"}
     rng = random.Random(5)
     pcms = [rng.randbytes(2 * 30_000) for _ in range(4)]
-    async with serve(env, tmp_path / "server.log") as server:
+    async with serve(env, tmp_path / "server.log", entry=entry) as server:
         with anyio.fail_after(60):
             async with (
                 open_session(server) as idle,

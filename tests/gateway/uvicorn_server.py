@@ -1,4 +1,5 @@
-"""A real ``uvicorn gateway.app:app`` in a subprocess on a free port, for integration tests."""
+"""A real gateway in a subprocess on a free port, for integration tests: ``uvicorn
+gateway.app:app`` (``UVICORN``, the default) or ``python -m gateway`` (``GATEWAY``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from anyio.from_thread import start_blocking_portal
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
+UVICORN = ("-m", "uvicorn", "gateway.app:app")  # bare uvicorn: the app wraps its signals
+GATEWAY = ("-m", "gateway")  # our uvicorn Server, which drains itself
 
 
 def free_port() -> int:
@@ -78,14 +81,18 @@ async def _wait_ready(server: Server, timeout: float) -> None:
 
 @asynccontextmanager
 async def serve(
-    env: Mapping[str, str], log: Path, *, ready_timeout: float = 120.0
+    env: Mapping[str, str],
+    log: Path,
+    *,
+    ready_timeout: float = 120.0,
+    entry: Sequence[str] = UVICORN,
 ) -> AsyncIterator[Server]:
     """Start the gateway with ``env`` added to ours and wait until ``/readyz`` says ready.
 
     On leaving, SIGTERM (unless the test stopped it already) and assert a clean exit: code 0.
     """
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", str(port)]
+    command = [sys.executable, *entry, "--port", str(port)]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
     with log.open("wb") as log_file:
         process = await anyio.open_process(

@@ -1,0 +1,69 @@
+"""``python -m gateway [uvicorn's options]``: serve the gateway, draining on SIGTERM and
+Ctrl-C before uvicorn's shutdown (``gateway.server``).
+
+The options are uvicorn's own (its click parameters, so ``--help`` lists them and
+``UVICORN_*`` variables set them, as for ``uvicorn``), but for those that would serve
+another app or several processes: the APP argument, ``--reload*``, ``--workers``,
+``--lifespan``, ``--interface``, ``--factory`` and ``--app-dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG, STARTUP_FAILURE
+
+from gateway.app import create_app
+from gateway.server import DrainingServer
+
+NOT_TAKEN = frozenset(
+    {
+        "app",
+        "reload",
+        "reload_dirs",
+        "reload_includes",
+        "reload_excludes",
+        "reload_delay",
+        "workers",
+        "timeout_worker_healthcheck",
+        "lifespan",
+        "interface",
+        "factory",
+        "app_dir",
+    }
+)
+
+
+def serve(**options: Any) -> None:
+    """What ``uvicorn.main`` does with its options, with our app and our server."""
+    options["headers"] = [tuple(header.split(":", 1)) for header in options["headers"]]
+    if options["log_config"] is None:
+        options["log_config"] = LOGGING_CONFIG
+    app = create_app(wrap_signals=False)  # the server drains it itself
+    config = uvicorn.Config(app, lifespan="on", **options)
+    server = DrainingServer(config, app)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass  # a second Ctrl-C, re-raised by uvicorn once shut down: as uvicorn exits
+    finally:
+        if config.uds and os.path.exists(config.uds):
+            os.remove(config.uds)
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+main = click.Command(
+    "gateway",
+    params=[param for param in uvicorn.main.params if param.name not in NOT_TAKEN],
+    callback=serve,
+    context_settings=uvicorn.main.context_settings,
+    help="Serve the ASR gateway with uvicorn, draining its sessions on SIGTERM and Ctrl-C.",
+)
+
+if __name__ == "__main__":
+    main()
