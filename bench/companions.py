@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
@@ -44,7 +45,9 @@ def speech_and_pauses(seconds: float, seed: int) -> np.ndarray:
 
 def vad_cost(model: str, cache: str, streams: int, seconds: float) -> None:
     resolved = resolve_model(model, cache, "vad")
-    engine = FsmnVadEngine.load(EngineSpec(engine="fsmn-vad", model_dir=resolved.model_dir))
+    engine = FsmnVadEngine.load(
+        EngineSpec(engine=EngineName.FSMN_VAD, model_dir=resolved.model_dir)
+    )
     audio = [speech_and_pauses(seconds, seed) for seed in range(streams)]
     for stream in range(streams):
         engine.open_stream(stream, StreamOptions())
@@ -69,9 +72,11 @@ def vad_cost(model: str, cache: str, streams: int, seconds: float) -> None:
 def punc_cost(offline: str, punc: str, cache: str, clips: int, seconds: float) -> None:
     model = resolve_model(offline, cache, "offline").model_dir
     punc_dir = resolve_model(punc, cache, "punc").model_dir
-    plain = ParaformerOfflineEngine.load(EngineSpec(engine="paraformer-offline", model_dir=model))
+    plain = ParaformerOfflineEngine.load(
+        EngineSpec(engine=EngineName.PARAFORMER_OFFLINE, model_dir=model)
+    )
     with_punc = ParaformerOfflineEngine.load(
-        EngineSpec(engine="paraformer-offline", model_dir=model, punc_model_dir=punc_dir)
+        EngineSpec(engine=EngineName.PARAFORMER_OFFLINE, model_dir=model, punc_model_dir=punc_dir)
     )
     audio = [speech_and_pauses(seconds, 100 + i) for i in range(clips)]
     times: dict[str, list[float]] = {"plain": [], "punctuated": []}

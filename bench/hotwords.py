@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.offline_batch import clips
+from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
@@ -68,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     resolved = resolve_model(args.model, PoolSettings().model_cache_dir, "offline")
     assert resolved.model_dir is not None
-    spec = EngineSpec("paraformer-offline", model_dir=resolved.model_dir, threads=args.threads)
+    spec = EngineSpec(
+        EngineName.PARAFORMER_OFFLINE, model_dir=resolved.model_dir, threads=args.threads
+    )
     engine = ParaformerOfflineEngine.load(spec)
     audio = clips(args.clips, args.seconds, mixed=False)
     print(

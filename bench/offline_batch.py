@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     resolved = resolve_model(args.model, PoolSettings().model_cache_dir, "offline")
-    spec = EngineSpec("paraformer-offline", model_dir=resolved.model_dir, threads=args.threads)
+    spec = EngineSpec(
+        EngineName.PARAFORMER_OFFLINE, model_dir=resolved.model_dir, threads=args.threads
+    )
     engine = ParaformerOfflineEngine.load(spec)
     batches = [int(b) for b in args.batches.split(",")]
     print(f"{args.model} (offline), {args.clips} clips, {args.threads} thread(s)")

@@ -1,6 +1,6 @@
 """How the ONNX engine's text compares: with PyTorch, batched with single, int8 with fp32.
 
-On one model directory (exported already: ``python -m workers.export DIR --int8``):
+On one model directory (exported already: ``python -m workers.models.export DIR --int8``):
 
 - fp32 ONNX against the PyTorch engine with look-back 0/0, chunk by chunk, one stream at a
   time: streams whose every chunk's text is equal.
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = ParaformerOnnxEngine(model_dir, "fp32", "cpu", 1)
     int8 = ParaformerOnnxEngine(model_dir, "int8", "cpu", 1)
     torch_engine = ParaformerStreamingEngine.load(
-        EngineSpec("paraformer", model_dir=str(model_dir))
+        EngineSpec(EngineName.PARAFORMER, model_dir=str(model_dir))
     )
     reference = [alone(torch_engine, a, s) for s, a in enumerate(audios)]
     fp32_alone = [alone(fp32, a, s) for s, a in enumerate(audios)]

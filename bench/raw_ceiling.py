@@ -9,7 +9,7 @@ efficiency is its throughput at saturation over this.
     python -m bench.raw_ceiling --model synthetic:large --processes 1,2 --seconds 30
     python -m bench.raw_ceiling --engine paraformer-onnx --precision int8 --streams 8
 
-``--engine paraformer-onnx`` needs the export (``python -m workers.export DIR [--int8]``);
+``--engine paraformer-onnx`` needs the export (``python -m workers.models.export DIR [--int8]``);
 with it, ``--streams`` is the batch of each step. Each process also reports its resident
 memory at the end of the run.
 """
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.engines import Precision
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
-from workers.engines import load_engine
+from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
 from workers.models import resolve_model
 
@@ -92,8 +93,8 @@ def _drive(
 
 def measure(
     model: str,
-    engine: str,
-    precision: str,
+    runtime: str,
+    precision: Precision,
     look_back: tuple[int, int],
     processes: int,
     streams: int,
@@ -102,8 +103,7 @@ def measure(
     repeat: int,
 ) -> CeilingRun:
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
-    if resolved.engine != "paraformer":
-        engine = resolved.engine  # checksum
+    engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
     spec = EngineSpec(engine, "cpu", resolved.model_dir, threads=threads, precision=precision)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
@@ -119,7 +119,7 @@ def measure(
         worker.join()
     audio = sum(o[0] for o in outcomes)
     wall = max(o[1] for o in outcomes)
-    label = f"{engine} {precision}" if engine == "paraformer-onnx" else engine
+    label = f"{engine} {precision}" if needs_onnx_export(engine) else engine
     return CeilingRun(
         model,
         label,

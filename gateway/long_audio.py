@@ -29,7 +29,7 @@ async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> list[tuple[int, int]
         async def read() -> None:
             nonlocal start
             async for result in stream:
-                for event in vad_events(result.text):
+                for event in vad_events(result.segments):
                     match event:
                         case SpeechStarted(at_byte=at):
                             start = at

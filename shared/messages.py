@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.engines import EngineCapabilities, EngineName, Precision
+
 SAMPLE_RATE = 16000
 SAMPLES_PER_CHUNK_UNIT = 960  # FunASR's chunk_size counts 60 ms units at 16 kHz
+OPEN_END_MS = -1  # a VAD segment's end (or start) not in this piece
 # A stream's hotwords: SeACo-Paraformer embeds every one on every decode, so their number
 # bounds what one client can make a worker spend; FunASR's clients send a handful.
 MAX_HOTWORDS = 256
@@ -84,6 +87,10 @@ class StreamResult:
     # Whole-utterance engines whose model predicts them (BiCifParaformer): each token's
     # [start, end] in ms from the start of the stream's audio. Empty otherwise.
     timestamps: tuple[tuple[int, int], ...] = ()
+    # A VAD engine's segments seen in this piece, as funasr gives them: [start, end] in ms
+    # from the stream's start, ``OPEN_END_MS`` for an end not seen here ([start, -1]: speech
+    # started; [-1, end]: it ended). Empty otherwise.
+    segments: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +119,10 @@ class SlotsFreed:
 @dataclass(frozen=True, slots=True)
 class WorkerReady:
     pid: int
-    engine: str
+    engine: EngineName
     device: str
     load_seconds: float
+    capabilities: EngineCapabilities
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +160,10 @@ WorkerMessage = (
 class EngineSpec:
     """What a worker loads: an engine by name, its model directory, its device."""
 
-    engine: str
+    engine: EngineName
     device: str = "cpu"
     model_dir: str | None = None
     threads: int = 1
     stream_idle_timeout_s: float = 300.0
-    precision: str = "fp32"  # paraformer-onnx: "fp32" or "int8"
+    precision: Precision = "fp32"  # paraformer-onnx's graphs
     punc_model_dir: str | None = None  # paraformer-offline: punctuate with this CT-Transformer

@@ -21,9 +21,9 @@ from typing import Protocol
 
 import numpy as np
 
+from shared.audio import Samples
 from shared.messages import StreamOptions
 from shared.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind, SlabLayout
-from workers.engines.base import Samples
 from workers.slab import AttachedSlab, Slab
 
 QueueItem = tuple[bytes, bytes]

@@ -1,9 +1,9 @@
 """Export a FunASR streaming Paraformer directory to ONNX, for the ``paraformer-onnx`` engine.
 
-    python -m workers.export MODEL_DIR [--int8]
+    python -m workers.models.export MODEL_DIR [--int8]
 
 Writes ``MODEL_DIR/onnx-gateway/``: ``encoder.onnx``, ``decoder.onnx`` (and with ``--int8``
-their dynamically quantized ``*_int8.onnx``), and ``manifest.json``, which records what they
+their int8 ``*_int8.onnx``), and ``manifest.json``, which records what they
 were exported from; a later call (every gateway start with the ONNX engine makes one) finds
 them up to date and returns at once. Offline: the model directory is all it reads.
 
@@ -22,74 +22,37 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import os
 import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EXPORT_DIR_NAME = "onnx-gateway"
-FORMAT_VERSION = 3  # bump when what is exported changes meaning
+from shared.engines import Precision
+from workers.engines.onnx_files import (
+    FORMAT_VERSION,
+    INV_TIMESCALES,
+    MANIFEST,
+    OnnxFiles,
+    source_fingerprint,
+    up_to_date,
+)
+
 OPSET = 14
-INV_TIMESCALES = "inv_timescales.npy"  # the positional encoding's, for the torch-free host
-
-
-@dataclass(frozen=True, slots=True)
-class OnnxFiles:
-    directory: Path
-    encoder: Path
-    decoder: Path
-
-    @classmethod
-    def of(cls, model_dir: Path, precision: str) -> OnnxFiles:
-        directory = model_dir / EXPORT_DIR_NAME
-        suffix = "_int8" if precision == "int8" else ""
-        return cls(
-            directory, directory / f"encoder{suffix}.onnx", directory / f"decoder{suffix}.onnx"
-        )
-
-
-def source_fingerprint(model_dir: Path) -> str:
-    """What the export depends on: the weights, the config and the CMVN, by size and mtime
-    (hashing a 900 MB checkpoint at every start would cost seconds)."""
-    digest = hashlib.sha256()
-    for name in ("model.pt", "config.yaml", "am.mvn"):
-        path = model_dir / name
-        if path.exists():
-            stat = path.stat()
-            digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()
-
-
-def up_to_date(model_dir: Path, precision: str) -> bool:
-    files = OnnxFiles.of(model_dir, precision)
-    try:
-        manifest = json.loads((files.directory / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return (
-        manifest.get("format") == FORMAT_VERSION
-        and manifest.get("source") == source_fingerprint(model_dir)
-        and files.encoder.is_file()
-        and files.decoder.is_file()
-        and (files.directory / INV_TIMESCALES).is_file()
-    )
 
 
 def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
     """Export (or find up to date) the fp32 graphs, and the int8 ones when asked."""
-    precision = "int8" if int8 else "fp32"
+    precision: Precision = "int8" if int8 else "fp32"
     if up_to_date(model_dir, precision):
         return OnnxFiles.of(model_dir, precision)
     fp32 = OnnxFiles.of(model_dir, "fp32")
     fp32.directory.mkdir(exist_ok=True)
     if not up_to_date(model_dir, "fp32"):
-        (fp32.directory / "manifest.json").unlink(missing_ok=True)
+        (fp32.directory / MANIFEST).unlink(missing_ok=True)
         stale = OnnxFiles.of(model_dir, "int8")  # made from the graphs about to be replaced
         stale.encoder.unlink(missing_ok=True)
         stale.decoder.unlink(missing_ok=True)
@@ -102,7 +65,7 @@ def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
         "int8": int8 or OnnxFiles.of(model_dir, "int8").encoder.is_file(),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _write_atomically(fp32.directory / "manifest.json", json.dumps(manifest, indent=1).encode())
+    _write_atomically(fp32.directory / MANIFEST, json.dumps(manifest, indent=1).encode())
     return OnnxFiles.of(model_dir, precision)
 
 
@@ -305,7 +268,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.export", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m workers.models.export", description=__doc__)
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--int8", action="store_true", help="also write int8 graphs")
     parser.add_argument("--threads", type=int, default=2)

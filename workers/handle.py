@@ -29,14 +29,14 @@ from shared.messages import (
 from shared.settings import PoolSettings
 from shared.wire import CommandHeader, CommandKind, SlabLayout
 from workers.channels import CommandSender, QueueSender, ShmSender, open_header
-from workers.engines import load_engine
-from workers.process import BatchPolicy, EngineLoader, QueueChannel, ShmChannel, worker_main
+from workers.engines import EngineLoader, load_engine
+from workers.process import BatchPolicy, QueueChannel, ShmChannel, worker_main
 from workers.slab import Slab
 
 KILL_GRACE_S = 2.0
 
 
-class WorkerState(enum.Enum):
+class WorkerState(enum.StrEnum):
     """``DEAD`` from the moment the worker cannot serve: its results pipe read EOF or
     something unreadable, or it was killed. Streams are bound only to ``READY`` workers."""
 
@@ -93,8 +93,9 @@ class WorkerHandle:
         # ``_owed_since`` is when the worker last made progress while owing any, and
         # ``_budget_samples`` the audio it owed then, plus the whole-utterance finals sent
         # since: audio sent while it is silent cannot be in the step it is busy with, and
-        # must not keep a hung worker alive for as long as its clients send.
-        self._whole_utterances = spec.engine == "paraformer-offline"
+        # must not keep a hung worker alive for as long as its clients send. Whether the
+        # engine decodes whole utterances, the worker says when it is ready.
+        self._whole_utterances = False
         self._utterances: dict[int, int] = {}
         self._owed: collections.deque[int] = collections.deque()
         self._owed_samples = 0
@@ -138,7 +139,6 @@ class WorkerHandle:
             self._settings.max_batch,
             self._settings.batch_wait_s,
             self._settings.chunk_deadline_s,
-            hold_finals=self._whole_utterances,
         )
         self._process = context.Process(
             target=worker_main,
@@ -164,6 +164,7 @@ class WorkerHandle:
         match first:
             case WorkerReady():
                 self.ready = first
+                self._whole_utterances = first.capabilities.decodes_at_final
                 self.state = WorkerState.READY
                 return first
             case WorkerLoadFailed():
@@ -327,14 +328,16 @@ class WorkerHandle:
             self._process.kill()
 
     async def reap(self, timeout: float = KILL_GRACE_S) -> int | None:
-        """Wait for the process to exit (killed past ``timeout``); join it."""
+        """Wait for the process to exit; past ``timeout`` terminate it, and past
+        ``KILL_GRACE_S`` more kill it; join it."""
         process = self._process
         if process is None or process.pid is None:
             return None  # never started
         if process.exitcode is None and not await _exited(process, timeout):
-            # Not terminate(): workers ignore SIGTERM (worker_main says why).
-            process.kill()
-            await _exited(process, KILL_GRACE_S)
+            process.terminate()
+            if not await _exited(process, KILL_GRACE_S):
+                process.kill()  # a stopped process takes no SIGTERM
+                await _exited(process, KILL_GRACE_S)
         return process.exitcode
 
     def fail_streams(self, error: GatewayError) -> None:

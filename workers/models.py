@@ -19,18 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
+from shared.engines import EngineName
 from shared.errors import WorkerLoadError
+from workers.engines.model_dir import model_class
 
 HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
-# BiCifParaformer gives timestamps; SeacoParaformer timestamps too, and takes hotwords.
+# BiCifParaformer gives timestamps; SeacoParaformer timestamps too, and takes hotwords
+# (workers.engines.model_dir).
 OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer")
-# The offline models whose generate() uses ``hotword=``: the others ignore it in funasr, and
-# we never pass it to them.
-HOTWORD_MODEL_CLASSES = ("SeacoParaformer",)
 VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
 PUNC_MODEL_CLASSES = ("CTTransformer",)
 ModelKind = Literal["streaming", "offline", "vad", "punc"]
@@ -40,19 +38,27 @@ ModelKind = Literal["streaming", "offline", "vad", "punc"]
 class _Kind:
     variable: str  # the setting that names such a model
     classes: tuple[str, ...]  # the config.yaml `model:` values accepted
-    engine: str  # the worker engine serving it ("" for punctuation: the offline engine's)
+    engine: EngineName  # the engine serving it (punctuation: the offline engine, inside it)
     what: str  # for messages: "is not {what}"
 
 
 KINDS: dict[ModelKind, _Kind] = {
     "streaming": _Kind(
-        "ASR_MODEL", STREAMING_MODEL_CLASSES, "paraformer", "a streaming Paraformer"
+        "ASR_MODEL", STREAMING_MODEL_CLASSES, EngineName.PARAFORMER, "a streaming Paraformer"
     ),
     "offline": _Kind(
-        "ASR_OFFLINE_MODEL", OFFLINE_MODEL_CLASSES, "paraformer-offline", "an offline Paraformer"
+        "ASR_OFFLINE_MODEL",
+        OFFLINE_MODEL_CLASSES,
+        EngineName.PARAFORMER_OFFLINE,
+        "an offline Paraformer",
     ),
-    "vad": _Kind("ASR_VAD_MODEL", VAD_MODEL_CLASSES, "fsmn-vad", "an FSMN-VAD"),
-    "punc": _Kind("ASR_PUNC_MODEL", PUNC_MODEL_CLASSES, "", "a CT-Transformer punctuation model"),
+    "vad": _Kind("ASR_VAD_MODEL", VAD_MODEL_CLASSES, EngineName.FSMN_VAD, "an FSMN-VAD"),
+    "punc": _Kind(
+        "ASR_PUNC_MODEL",
+        PUNC_MODEL_CLASSES,
+        EngineName.PARAFORMER_OFFLINE,
+        "a CT-Transformer punctuation model",
+    ),
 }
 
 # funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
@@ -77,7 +83,7 @@ HUB_ALIASES = {
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:
-    engine: str
+    engine: EngineName
     model_dir: str | None
     description: str
 
@@ -90,8 +96,8 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
     (``ASR_PUNC_MODEL``); a directory holding another kind of model is refused.
     """
     variable = KINDS[kind].variable
-    if model == "checksum" and kind == "streaming":
-        return ResolvedModel("checksum", None, "checksum (model-free)")
+    if model == EngineName.CHECKSUM and kind == "streaming":
+        return ResolvedModel(EngineName.CHECKSUM, None, "checksum (model-free)")
     synthetic = _SYNTHETIC.fullmatch(model)
     if synthetic is not None:
         build = synthetic["build"] or kind
@@ -137,16 +143,6 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
-
-
-def model_class(model_dir: Path) -> str:
-    config = yaml.safe_load((model_dir / "config.yaml").read_text())
-    return str(config.get("model", ""))
-
-
-def supports_hotwords(model_dir: Path) -> bool:
-    """Whether the model directory's class takes ``hotword=`` (SeACo-Paraformer)."""
-    return model_class(model_dir) in HOTWORD_MODEL_CLASSES
 
 
 def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:

@@ -23,6 +23,7 @@ from types import TracebackType
 import anyio
 import anyio.abc
 
+from shared.engines import EngineCapabilities, EngineName, Precision
 from shared.errors import OverCapacityError, ShuttingDownError, WorkerError, WorkerLoadError
 from shared.messages import (
     EngineSpec,
@@ -35,11 +36,10 @@ from shared.messages import (
     WorkerStats,
 )
 from shared.settings import PoolSettings
-from workers.engines import load_engine
-from workers.export import up_to_date
+from workers.engines import EngineLoader, load_engine, needs_onnx_export, select_engine
+from workers.engines.onnx_files import up_to_date
 from workers.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.models import ResolvedModel, resolve_model
-from workers.process import EngineLoader
 from workers.stream import Audio, AudioStream
 
 logger = logging.getLogger(__name__)
@@ -58,9 +58,9 @@ class Transcript:
 class WorkerStatus:
     index: int
     device: str
-    engine: str
+    engine: EngineName
     model: str
-    state: str
+    state: WorkerState
     pid: int | None
     active_streams: int
     free_slots: int
@@ -92,7 +92,7 @@ class _Loss:
     error: BaseException | None = None  # an unexpected error: logged with its traceback
 
 
-async def ensure_onnx_export(model_dir: str, precision: str) -> None:
+async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
     """Export the model to ONNX unless an up-to-date export is there already.
 
     In a child process: exporting the large model peaks at ~3.7 GB, which the gateway process
@@ -154,6 +154,7 @@ class WorkerPool:
         self._stopping = False
         self._task_group: anyio.abc.TaskGroup | None = None
         self._state_changed = anyio.Event()
+        self._capabilities: EngineCapabilities | None = None
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -184,11 +185,10 @@ class WorkerPool:
                 resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
             )
             punc_model_dir = punc.model_dir
-        engine = self.model.engine
-        if engine == "paraformer" and settings.engine == "paraformer-onnx":
+        engine = select_engine(self.model.engine, settings.engine)
+        if needs_onnx_export(engine):
             assert self.model.model_dir is not None
             await ensure_onnx_export(self.model.model_dir, settings.onnx_precision)
-            engine = "paraformer-onnx"
         specs = [
             EngineSpec(
                 engine=engine,
@@ -227,6 +227,9 @@ class WorkerPool:
             if load_errors:
                 raise load_errors[0] from None
             raise
+        # Every worker runs the same engine on the same model: the first one speaks for all.
+        assert handles[0].ready is not None
+        self._capabilities = handles[0].ready.capabilities
         self._seats = [_Seat(h.index, h.spec, h) for h in handles]
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -428,14 +431,20 @@ class WorkerPool:
     # -- streams --------------------------------------------------------------------
 
     @property
-    def text_is_delta(self) -> bool:
-        """Whether each result's text is new text (streaming models) or a running value."""
-        return self.model is not None and self.model.engine != "checksum"
+    def capabilities(self) -> EngineCapabilities | None:
+        """What the workers' engine does, as they reported it; ``None`` before ``start``."""
+        return self._capabilities
 
     @property
-    def engine(self) -> str:
-        """The engine the workers run (``paraformer-onnx`` when ASR_ENGINE selects it)."""
-        return self._seats[0].spec.engine if self._seats else ""
+    def text_is_delta(self) -> bool:
+        """Whether each result's text is new text (streaming models) or a running value."""
+        return self._capabilities is not None and self._capabilities.text_is_delta
+
+    @property
+    def engine(self) -> EngineName | None:
+        """The engine the workers run (``paraformer-onnx`` when ASR_ENGINE selects it);
+        ``None`` before ``start``."""
+        return self._seats[0].spec.engine if self._seats else None
 
     def open_stream(self, options: StreamOptions | None = None) -> AudioStream:
         """Bind a new stream to the ready worker with the fewest active streams.
@@ -490,7 +499,7 @@ class WorkerPool:
                 device=seat.spec.device,
                 engine=seat.spec.engine,
                 model=model,
-                state=seat.handle.state.value,
+                state=seat.handle.state,
                 pid=seat.handle.pid,
                 active_streams=len(seat.handle.streams),
                 free_slots=seat.handle.free_slots,

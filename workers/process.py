@@ -16,7 +16,7 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
@@ -35,14 +35,10 @@ from shared.messages import (
 )
 from shared.wire import CommandKind, SlabLayout
 from workers.channels import Command, CommandReceiver, QueueItem, QueueReceiver, ShmReceiver
-from workers.engines import load_engine
+from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
 
 POLL_INTERVAL_S = 1.0
-
-# Builds the engine a worker runs, in the worker process. ``load_engine`` unless the pool
-# is given another (a module-level function: it is pickled by name into spawned workers).
-EngineLoader = Callable[[EngineSpec], Engine]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +60,13 @@ class BatchPolicy:
     Everything already waiting goes in (up to ``max_batch`` commands). With ``wait_s`` > 0
     and fewer than ``max_batch`` chunks, the step is held open up to ``wait_s`` for more, but
     never past the moment where the oldest chunk, given the recent step time, would miss
-    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once).
+    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once),
+    unless the engine decodes at the final piece: then finals are what a held step gathers.
     """
 
     max_batch: int
     wait_s: float = 0.0
     deadline_s: float = 0.6
-    # Offline engines decode at a stream's final piece: that is what a held step gathers.
-    hold_finals: bool = False
 
 
 def worker_main(
@@ -82,12 +77,7 @@ def worker_main(
     load: EngineLoader = load_engine,
 ) -> None:
     """Entry point of a spawned worker."""
-    # Ctrl-C reaches the whole process group; the parent stops us in order instead.
-    # So does SIGTERM from a process manager that signals the whole group (systemd's
-    # default KillMode): dying here would fail the sessions the drain lets finish. A
-    # worker whose parent is gone still exits: its command pipe reads EOF.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _leave_parents_session()
     started = time.monotonic()
     try:
         engine = load(spec)
@@ -107,10 +97,14 @@ def worker_main(
         engine=engine.name,
         device=spec.device,
         load_seconds=time.monotonic() - started,
+        capabilities=engine.capabilities,
     )
-    results.send((ready,))
     try:
+        results.send((ready,))
         _serve(engine, receiver, results, policy, spec.stream_idle_timeout_s)
+    except (EOFError, BrokenPipeError):
+        # The parent is gone (its end of a pipe closed): nobody is left to serve or tell.
+        raise SystemExit(1) from None
     finally:
         receiver.close()
         results.close()
@@ -123,6 +117,7 @@ def _serve(
     policy: BatchPolicy,
     idle_timeout_s: float,
 ) -> None:
+    hold_finals = engine.capabilities.decodes_at_final
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
     step_s = 0.0  # the last step's duration: what a held-open step must leave room for
     while True:
@@ -132,7 +127,7 @@ def _serve(
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
         if policy.wait_s > 0:
-            _wait_for_more(receiver, results, policy, commands, step_s)
+            _wait_for_more(receiver, results, policy, hold_finals, commands, step_s)
         started = time.monotonic()
         stopping = _apply(engine, commands, outbox)
         if any(c.header.kind is CommandKind.AUDIO for c in commands):
@@ -156,12 +151,13 @@ def _wait_for_more(
     receiver: CommandReceiver,
     results: Connection,
     policy: BatchPolicy,
+    hold_finals: bool,
     commands: list[Command],
     step_s: float,
 ) -> None:
     """Hold the step open for more chunks, within the policy's wait and deadline."""
     audio = [c for c in commands if c.header.kind is CommandKind.AUDIO]
-    if not audio or _ends_something(commands, policy.hold_finals):
+    if not audio or _ends_something(commands, hold_finals):
         return
     hold_until = time.monotonic_ns() + int(policy.wait_s * 1e9)
     oldest_ns = min(c.header.sent_ns for c in audio)
@@ -174,7 +170,7 @@ def _wait_for_more(
         if freed:
             results.send((SlotsFreed(tuple(freed)),))
         commands += more
-        if not more or _ends_something(more, policy.hold_finals):
+        if not more or _ends_something(more, hold_finals):
             return
 
 
@@ -254,6 +250,7 @@ def _run_batch(
                 compute_ms=compute_ms,
                 batch_size=len(batch),
                 timestamps=output.timestamps,
+                segments=output.segments,
             )
         )
     batch.clear()
@@ -265,6 +262,23 @@ def _drop_streams(engine: Engine, stream_ids: Iterable[int]) -> None:
             engine.close_stream(stream_id)
         except Exception:
             pass  # the stream is failed or abandoned already; its state is the engine's
+
+
+def _leave_parents_session() -> None:
+    """Take this worker out of the parent's session, and so out of its process group.
+
+    A signal for the server's whole group (Ctrl-C in its terminal; SIGTERM to the group,
+    as systemd's default KillMode sends) must not reach the workers: they would die under
+    the sessions the drain lets finish. The parent stops them in order instead, and a
+    worker whose parent is gone still exits (its command pipe reads EOF, its results pipe
+    breaks). SIGTERM keeps its default action, so that the parent's ``terminate()`` ends a
+    stuck worker. SIGINT stays ignored, whoever sends it: the parent stops its workers.
+    """
+    try:
+        os.setsid()
+    except PermissionError:  # already a process group leader: started on its own
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,8 +15,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
+from shared.audio import Samples
 from shared.wire import SlabLayout
-from workers.engines.base import Samples
 
 SLAB_PREFIX = "asrgw_"
 

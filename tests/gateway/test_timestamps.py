@@ -20,8 +20,8 @@ from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, config, receive_until_is_final
 from tests.workers.test_fsmn_vad import spoken
+from workers.engines.model_dir import model_class
 from workers.engines.paraformer import load_automodel, to_float
-from workers.models import model_class
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import pytest
 
 from shared.messages import StreamResult
 from shared.settings import PoolSettings
+from workers.engines.onnx_files import up_to_date
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-from workers.export import up_to_date
 from workers.pool import WorkerPool
 from workers.stream import AudioStream
 

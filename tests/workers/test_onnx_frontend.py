@@ -15,13 +15,14 @@ from funasr.models.transformer.embedding import StreamSinusoidalPositionEncoder
 from funasr.utils.load_utils import extract_fbank
 from funasr.utils.postprocess_utils import sentence_postprocess
 
+from workers.engines.onnx_files import INV_TIMESCALES
 from workers.engines.onnx_frontend import (
     FrontendState,
     StreamingFrontend,
     load_sentence_postprocess,
     position_encoding,
 )
-from workers.export import INV_TIMESCALES, export
+from workers.export import export
 
 pytestmark = pytest.mark.slow
 

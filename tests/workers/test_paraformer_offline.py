@@ -8,6 +8,7 @@ import anyio
 import numpy as np
 import pytest
 
+from shared.engines import EngineName
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
@@ -29,7 +30,7 @@ def clip(seed: int, seconds: float) -> np.ndarray:
 
 def test_one_utterance_equals_automodel_generate(tiny_offline_model: Path) -> None:
     engine = ParaformerOfflineEngine.load(
-        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
+        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(tiny_offline_model))
     )
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
     for seed in range(3):
@@ -50,7 +51,7 @@ def test_finals_in_one_step_are_batched_by_similar_length(tiny_offline_model: Pa
     """Utterances ending together are decoded in one generate call per group of similar
     lengths (within 1.25x): the texts are funasr's own for those same batched calls."""
     engine = ParaformerOfflineEngine.load(
-        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
+        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(tiny_offline_model))
     )
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
     seconds = [2.0, 1.0, 2.2, 1.1]  # two groups: the 1 s clips, the 2 s clips

@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem
+from workers.engines.onnx_files import OnnxFiles, up_to_date
 from workers.engines.paraformer import ParaformerStreamingEngine
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-from workers.export import OnnxFiles, export, up_to_date
+from workers.export import export
 
 pytestmark = pytest.mark.slow
 
@@ -89,8 +91,8 @@ def test_a_changed_model_is_exported_again(tmp_path: Path, exported: Path) -> No
 
 
 def test_the_engine_refuses_a_missing_export(tmp_path: Path) -> None:
-    spec = EngineSpec("paraformer-onnx", model_dir=str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"python -m workers\.export"):
+    spec = EngineSpec(EngineName.PARAFORMER_ONNX, model_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"python -m workers\.models\.export"):
         ParaformerOnnxEngine.load(spec)
 
 
@@ -105,7 +107,9 @@ def fp32(exported: Path) -> ParaformerOnnxEngine:
 def test_fp32_equals_pytorch_with_look_back_0_chunk_by_chunk(
     exported: Path, fp32: ParaformerOnnxEngine
 ) -> None:
-    torch_engine = ParaformerStreamingEngine.load(EngineSpec("paraformer", model_dir=str(exported)))
+    torch_engine = ParaformerStreamingEngine.load(
+        EngineSpec(EngineName.PARAFORMER, model_dir=str(exported))
+    )
     emitted = 0
     for seed in range(5):
         audio = speech_like(seed, chunks=3 + seed, extra=977 * seed)

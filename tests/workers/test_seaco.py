@@ -9,17 +9,19 @@ import anyio
 import numpy as np
 import pytest
 
+from shared.engines import EngineName
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions, StreamResult
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
+from workers.engines.model_dir import supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.paraformer_offline import (
     HOTWORD_FILTER_WORDS,
     ParaformerOfflineEngine,
     hotword_argument,
 )
-from workers.models import resolve_model, supports_hotwords
+from workers.models import resolve_model
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
@@ -57,7 +59,9 @@ class _Spy:
 
 
 def _engine(model_dir: Path) -> ParaformerOfflineEngine:
-    return ParaformerOfflineEngine.load(EngineSpec("paraformer-offline", model_dir=str(model_dir)))
+    return ParaformerOfflineEngine.load(
+        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(model_dir))
+    )
 
 
 def test_synthetic_seaco_resolves_as_an_offline_model_that_takes_hotwords(

@@ -1,35 +1,57 @@
-"""Engines: what a worker runs on the audio. Selected by name with :func:`load_engine`."""
+"""Engines: what a worker runs on the audio. The registry: an engine by its name.
+
+This is the one place that tells engines apart by name (``shared.engines.EngineName``);
+everything else reads what an engine does from its ``capabilities``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from shared.engines import EngineName
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
 
-ENGINE_NAMES = ("checksum", "paraformer", "paraformer-onnx", "paraformer-offline", "fsmn-vad")
+# Builds the engine a worker runs, in the worker process: :func:`load_engine`, unless the pool
+# is given another (a module-level function: it is pickled by name into spawned workers).
+EngineLoader = Callable[[EngineSpec], Engine]
 
 
 def load_engine(spec: EngineSpec) -> Engine:
     """Build the engine ``spec`` names; loads its model (slow for real models)."""
     match spec.engine:
-        case "checksum":
+        case EngineName.CHECKSUM:
             from workers.engines.checksum import ChecksumEngine
 
-            return ChecksumEngine()
-        case "paraformer":
+            return ChecksumEngine.load(spec)
+        case EngineName.PARAFORMER:
             from workers.engines.paraformer import ParaformerStreamingEngine
 
             return ParaformerStreamingEngine.load(spec)
-        case "paraformer-onnx":
+        case EngineName.PARAFORMER_ONNX:
             from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 
             return ParaformerOnnxEngine.load(spec)
-        case "paraformer-offline":
+        case EngineName.PARAFORMER_OFFLINE:
             from workers.engines.paraformer_offline import ParaformerOfflineEngine
 
             return ParaformerOfflineEngine.load(spec)
-        case "fsmn-vad":
+        case EngineName.FSMN_VAD:
             from workers.engines.fsmn_vad import FsmnVadEngine
 
             return FsmnVadEngine.load(spec)
-        case other:
-            raise ValueError(f"unknown engine {other!r}; known: {', '.join(ENGINE_NAMES)}")
+    known = ", ".join(EngineName)
+    raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
+
+
+def select_engine(model_engine: EngineName, runtime: str) -> EngineName:
+    """The engine that serves a model: the one its kind calls for, except that ``runtime``
+    (``ASR_ENGINE``) picks how a streaming Paraformer runs, under PyTorch or ONNX Runtime."""
+    if model_engine is EngineName.PARAFORMER and runtime == EngineName.PARAFORMER_ONNX:
+        return EngineName.PARAFORMER_ONNX
+    return model_engine
+
+
+def needs_onnx_export(engine: EngineName) -> bool:
+    """Whether the engine loads an ONNX export of the model (``workers.models.export``)."""
+    return engine is EngineName.PARAFORMER_ONNX

@@ -2,21 +2,23 @@
 
 Batch-shaped from the start (design.md): the worker hands the engine every chunk that is
 waiting, and the engine returns one result per chunk, in order. An engine that can only take
-one stream per call walks the batch; a batched engine runs it in one forward pass.
+one stream per call walks the batch; a batched engine runs it in one forward pass. What
+every engine does alike with its streams (open, close, expire, unknown or failed streams)
+is :class:`workers.engines.table.StreamTable`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
+from shared.audio import Samples
+from shared.engines import EngineCapabilities, EngineName
 from shared.messages import StreamOptions
 
-Samples = npt.NDArray[np.int16]
+Timestamps = tuple[tuple[int, int], ...]  # see StreamResult.timestamps
+Segments = tuple[tuple[int, int], ...]  # see StreamResult.segments
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +40,13 @@ class ChunkOutput:
     text: str
     final: bool
     error: str | None = None
-    timestamps: tuple[tuple[int, int], ...] = ()  # see StreamResult.timestamps
+    timestamps: Timestamps = ()
+    segments: Segments = ()
 
 
 class Engine(Protocol):
-    name: str
+    name: EngineName
+    capabilities: EngineCapabilities
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         """Create the stream's state. Stream ids are never reused within a worker."""
@@ -59,29 +63,3 @@ class Engine(Protocol):
 
     @property
     def active_streams(self) -> int: ...
-
-
-def unknown_stream_output(item: ChunkItem) -> ChunkOutput:
-    """The answer to audio for a stream the engine does not hold (expired or closed)."""
-    return ChunkOutput(
-        item.stream_id,
-        item.seq,
-        "",
-        True,
-        error=f"stream {item.stream_id} is not open in this worker (expired or closed)",
-    )
-
-
-class _HasLastFed(Protocol):
-    last_fed: float
-
-
-StateT = TypeVar("StateT", bound=_HasLastFed)
-
-
-def expire_idle_streams(streams: dict[int, StateT], now: float, idle_timeout_s: float) -> list[int]:
-    """Drop the streams of ``streams`` not fed for ``idle_timeout_s``; return their ids."""
-    expired = [sid for sid, state in streams.items() if now - state.last_fed > idle_timeout_s]
-    for stream_id in expired:
-        del streams[stream_id]
-    return expired

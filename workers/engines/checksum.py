@@ -8,13 +8,14 @@ is a product feature: it load-tests the transport with no model in the way.
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.messages import StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, expire_idle_streams, unknown_stream_output
+from shared.engines import EngineCapabilities, EngineName
+from shared.messages import EngineSpec, StreamOptions
+from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.table import Answer, TableEngine
 
 
 def checksum_text(samples: int, crc: int) -> str:
@@ -25,43 +26,27 @@ def checksum_text(samples: int, crc: int) -> str:
 class _ChecksumState:
     samples: int = 0
     crc: int = 0
-    last_fed: float = 0.0
 
 
-class ChecksumEngine:
-    name = "checksum"
+class ChecksumEngine(TableEngine[_ChecksumState]):
+    name = EngineName.CHECKSUM
+    # Each text is the running value: the samples and CRC of everything so far.
+    capabilities = EngineCapabilities(text_is_delta=False)
 
-    def __init__(self) -> None:
-        self._streams: dict[int, _ChecksumState] = {}
-
-    @property
-    def active_streams(self) -> int:
-        return len(self._streams)
+    @classmethod
+    def load(cls, spec: EngineSpec) -> ChecksumEngine:
+        return cls()
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        self._streams[stream_id] = _ChecksumState(last_fed=time.monotonic())
+        self.streams.open(stream_id, _ChecksumState())
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        outputs: list[ChunkOutput] = []
-        now = time.monotonic()
-        for item in items:
-            state = self._streams.get(item.stream_id)
-            if state is None:
-                outputs.append(unknown_stream_output(item))
-                continue
-            # int16 arrays are little-endian on every platform we run on; astype makes sure.
-            data = item.samples.astype("<i2", copy=False).tobytes()
-            state.crc = zlib.crc32(data, state.crc)
-            state.samples += len(item.samples)
-            state.last_fed = now
-            text = checksum_text(state.samples, state.crc)
-            outputs.append(ChunkOutput(item.stream_id, item.seq, text, item.final))
-            if item.final:
-                del self._streams[item.stream_id]
-        return outputs
+        return self.streams.step(items).each(_add)
 
-    def close_stream(self, stream_id: int) -> None:
-        self._streams.pop(stream_id, None)
 
-    def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        return expire_idle_streams(self._streams, now, idle_timeout_s)
+def _add(state: _ChecksumState, item: ChunkItem) -> Answer:
+    # int16 arrays are little-endian on every platform we run on; astype makes sure.
+    data = item.samples.astype("<i2", copy=False).tobytes()
+    state.crc = zlib.crc32(data, state.crc)
+    state.samples += len(item.samples)
+    return Answer(checksum_text(state.samples, state.crc))

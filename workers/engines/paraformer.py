@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, expire_idle_streams, unknown_stream_output
+from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.table import Answer, TableEngine
 
 INT16_SCALE = 32768.0
 
@@ -28,7 +29,6 @@ INT16_SCALE = 32768.0
 class _StreamState:
     options: StreamOptions
     cache: dict[str, Any] = field(default_factory=dict)
-    last_fed: float = 0.0
 
 
 def load_automodel(model_dir: str, device: str, threads: int) -> Any:
@@ -77,12 +77,13 @@ def to_float(samples: np.ndarray[Any, np.dtype[np.int16]]) -> np.ndarray[Any, np
     return samples.astype(np.float32) / INT16_SCALE
 
 
-class ParaformerStreamingEngine:
-    name = "paraformer"
+class ParaformerStreamingEngine(TableEngine[_StreamState]):
+    name = EngineName.PARAFORMER
+    capabilities = EngineCapabilities(text_is_delta=True)
 
     def __init__(self, model: Any) -> None:
+        super().__init__()
         self._model = model
-        self._streams: dict[int, _StreamState] = {}
 
     @classmethod
     def load(cls, spec: EngineSpec) -> ParaformerStreamingEngine:
@@ -90,34 +91,13 @@ class ParaformerStreamingEngine:
             raise ValueError("the paraformer engine needs a model directory")
         return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
 
-    @property
-    def active_streams(self) -> int:
-        return len(self._streams)
-
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        self._streams[stream_id] = _StreamState(options, last_fed=time.monotonic())
+        self.streams.open(stream_id, _StreamState(options))
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        outputs: list[ChunkOutput] = []
-        for item in items:
-            state = self._streams.get(item.stream_id)
-            if state is None:
-                outputs.append(unknown_stream_output(item))
-                continue
-            state.last_fed = time.monotonic()
-            try:
-                text = self._decode(state, item)
-            except Exception as exc:  # an engine error fails this stream, not the worker
-                del self._streams[item.stream_id]
-                message = f"engine error: {type(exc).__name__}: {exc}"
-                outputs.append(ChunkOutput(item.stream_id, item.seq, "", True, error=message))
-                continue
-            if item.final:
-                del self._streams[item.stream_id]
-            outputs.append(ChunkOutput(item.stream_id, item.seq, text, item.final))
-        return outputs
+        return self.streams.step(items).each(self._decode)
 
-    def _decode(self, state: _StreamState, item: ChunkItem) -> str:
+    def _decode(self, state: _StreamState, item: ChunkItem) -> Answer:
         options = state.options
         result = self._model.generate(
             input=to_float(item.samples),
@@ -128,10 +108,4 @@ class ParaformerStreamingEngine:
             decoder_chunk_look_back=options.decoder_chunk_look_back,
             disable_pbar=True,
         )
-        return str(result[0]["text"]) if result else ""
-
-    def close_stream(self, stream_id: int) -> None:
-        self._streams.pop(stream_id, None)
-
-    def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        return expire_idle_streams(self._streams, now, idle_timeout_s)
+        return Answer(str(result[0]["text"]) if result else "")

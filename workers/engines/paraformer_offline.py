@@ -15,7 +15,6 @@ words share a call. Any other model never sees them (funasr would ignore them to
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from shared.audio import Samples
+from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
-from workers.engines.base import (
-    ChunkItem,
-    ChunkOutput,
-    Samples,
-    expire_idle_streams,
-    unknown_stream_output,
-)
+from workers.engines.base import ChunkItem, ChunkOutput, Timestamps
+from workers.engines.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
-from workers.models import supports_hotwords
+from workers.engines.table import Answer, TableEngine, engine_error
 
-Timestamps = tuple[tuple[int, int], ...]
 Hotwords = tuple[str, ...]
 
 # SeACo keeps only the best-scoring 50 of more hotwords (funasr's nfilter=50, against the
@@ -60,7 +55,6 @@ def hotword_argument(words: Hotwords) -> str:
 class _Utterance:
     hotwords: Hotwords = ()
     pieces: list[Samples] = field(default_factory=list)
-    last_fed: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +67,28 @@ class _Final:
     hotwords: Hotwords
 
 
-class ParaformerOfflineEngine:
-    name = "paraformer-offline"
+class ParaformerOfflineEngine(TableEngine[_Utterance]):
+    name = EngineName.PARAFORMER_OFFLINE
 
-    def __init__(self, model: Any, punctuator: Any = None, takes_hotwords: bool = False) -> None:
+    def __init__(
+        self,
+        model: Any,
+        punctuator: Any = None,
+        takes_hotwords: bool = False,
+        timestamps: bool = False,
+    ) -> None:
+        super().__init__()
         self._model = model
         self._punctuator = punctuator
         self._takes_hotwords = takes_hotwords
-        self._streams: dict[int, _Utterance] = {}
+        # Results before the final one have no text: "" is the delta, and the final's
+        # text is the whole utterance's either way.
+        self.capabilities = EngineCapabilities(
+            text_is_delta=True,
+            decodes_at_final=True,
+            timestamps=timestamps,
+            hotwords=takes_hotwords,
+        )
 
     @classmethod
     def load(cls, spec: EngineSpec) -> ParaformerOfflineEngine:
@@ -90,43 +98,29 @@ class ParaformerOfflineEngine:
         punctuator = None
         if spec.punc_model_dir is not None:
             punctuator = load_automodel(spec.punc_model_dir, spec.device, spec.threads)
-        return cls(model, punctuator, supports_hotwords(Path(spec.model_dir)))
-
-    @property
-    def active_streams(self) -> int:
-        return len(self._streams)
+        model_dir = Path(spec.model_dir)
+        return cls(model, punctuator, supports_hotwords(model_dir), gives_timestamps(model_dir))
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         hotwords = options.hotwords if self._takes_hotwords else ()
-        self._streams[stream_id] = _Utterance(hotwords, last_fed=time.monotonic())
-
-    def close_stream(self, stream_id: int) -> None:
-        self._streams.pop(stream_id, None)
-
-    def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        return expire_idle_streams(self._streams, now, idle_timeout_s)
+        self.streams.open(stream_id, _Utterance(hotwords))
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        outputs: list[ChunkOutput | None] = [None] * len(items)
+        step = self.streams.step(items)
         finals: list[_Final] = []
-        for index, item in enumerate(items):
-            utterance = self._streams.get(item.stream_id)
-            if utterance is None:
-                outputs[index] = unknown_stream_output(item)
-                continue
-            utterance.last_fed = time.monotonic()
+        for index, item, utterance in step.pending():
             utterance.pieces.append(item.samples)
             if not item.final:
-                outputs[index] = ChunkOutput(item.stream_id, item.seq, "", False)
+                step.answer(index)
                 continue
-            del self._streams[item.stream_id]
             audio = np.concatenate(utterance.pieces)
             finals.append(_Final(index, item, audio, utterance.hotwords))
         for final, text, times, error in zip(finals, *self._decode(finals), strict=True):
-            outputs[final.index] = ChunkOutput(
-                final.item.stream_id, final.item.seq, text, True, error=error, timestamps=times
-            )
-        return [output for output in outputs if output is not None]
+            if error is not None:
+                step.fail(final.item.stream_id, error)
+            else:
+                step.answer(final.index, Answer(text, times))
+        return step.outputs()
 
     def _decode(self, finals: list[_Final]) -> tuple[list[str], list[Timestamps], list[str | None]]:
         """One ``generate`` call per hotword set and group of similar lengths; empty
@@ -151,7 +145,7 @@ class ParaformerOfflineEngine:
                 )
             except Exception as exc:  # the call failed: so did every utterance in it
                 for i in group:
-                    errors[i] = f"engine error: {type(exc).__name__}: {exc}"
+                    errors[i] = engine_error(exc)
                 continue
             for i, result in zip(group, results, strict=True):
                 texts[i] = str(result.get("text", ""))

@@ -13,14 +13,13 @@ FunASR's own C++ runtime, which runs the same exports). A stream's
 ``encoder_chunk_look_back`` / ``decoder_chunk_look_back`` are accepted and decoded as 0/0;
 the worker logs it once.
 
-The graphs come from ``python -m workers.export`` (``MODEL_DIR/onnx-gateway/``).
+The graphs come from ``python -m workers.models.export`` (``MODEL_DIR/onnx-gateway/``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +28,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shared.engines import EngineCapabilities, EngineName, Precision
 from shared.messages import EngineSpec, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, expire_idle_streams, unknown_stream_output
+from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.onnx_files import INV_TIMESCALES, OnnxFiles, up_to_date
 from workers.engines.onnx_frontend import (
     FrontendState,
     StreamingFrontend,
     load_sentence_postprocess,
     position_encoding,
 )
-from workers.export import INV_TIMESCALES, OnnxFiles, up_to_date
+from workers.engines.table import Answer, TableEngine, engine_error
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,6 @@ class _Stream:
     cif_hidden: Floats
     cif_alpha: np.float32 = field(default_factory=lambda: np.float32(0.0))
     start_idx: int = 0
-    last_fed: float = 0.0
 
 
 @dataclass(slots=True)
@@ -91,12 +91,14 @@ class _Pending:
     jobs: list[_Job] = field(default_factory=list)
 
 
-class ParaformerOnnxEngine:
-    name = "paraformer-onnx"
+class ParaformerOnnxEngine(TableEngine[_Stream]):
+    name = EngineName.PARAFORMER_ONNX
+    capabilities = EngineCapabilities(text_is_delta=True)
 
-    def __init__(self, model_dir: Path, precision: str, device: str, threads: int) -> None:
+    def __init__(self, model_dir: Path, precision: Precision, device: str, threads: int) -> None:
         import onnxruntime as ort
 
+        super().__init__()
         self._sentence_postprocess = load_sentence_postprocess()
         self.shape, frontend_conf = _read_model(model_dir)
         self._frontend = StreamingFrontend(model_dir / "am.mvn", frontend_conf)
@@ -121,7 +123,6 @@ class ParaformerOnnxEngine:
             providers = [("CUDAExecutionProvider", {"device_id": device_id}), *providers]
         self._encoder = ort.InferenceSession(str(files.encoder), options, providers=providers)
         self._decoder = ort.InferenceSession(str(files.decoder), options, providers=providers)
-        self._streams: dict[int, _Stream] = {}
         self._warned_look_back = False
 
     @classmethod
@@ -132,14 +133,10 @@ class ParaformerOnnxEngine:
         if not up_to_date(model_dir, spec.precision):
             raise FileNotFoundError(
                 f"no up-to-date {spec.precision} ONNX export in {model_dir}:"
-                f" run python -m workers.export {model_dir}"
+                f" run python -m workers.models.export {model_dir}"
                 + (" --int8" if spec.precision == "int8" else "")
             )
         return cls(model_dir, spec.precision, spec.device, spec.threads)
-
-    @property
-    def active_streams(self) -> int:
-        return len(self._streams)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         if (options.encoder_chunk_look_back or options.decoder_chunk_look_back) and not (
@@ -149,7 +146,7 @@ class ParaformerOnnxEngine:
             logger.info("paraformer-onnx decodes with look-back 0/0 (the exports carry none)")
         shape = self.shape
         overlap_frames = options.chunk_size[0] + options.chunk_size[2]
-        self._streams[stream_id] = _Stream(
+        stream = _Stream(
             options=options,
             frontend=FrontendState(),
             prev_samples=np.zeros(0, np.float32),
@@ -159,38 +156,27 @@ class ParaformerOnnxEngine:
                 for _ in range(shape.fsmn_layers)
             ],
             cif_hidden=np.zeros(shape.output_size, np.float32),
-            last_fed=time.monotonic(),
         )
-
-    def close_stream(self, stream_id: int) -> None:
-        self._streams.pop(stream_id, None)
-
-    def expire_idle(self, now: float, idle_timeout_s: float) -> list[int]:
-        return expire_idle_streams(self._streams, now, idle_timeout_s)
+        self.streams.open(stream_id, stream)
 
     # -- a step -------------------------------------------------------------------------
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        outputs: list[ChunkOutput | None] = [None] * len(items)
+        step = self.streams.step(items)
         tokens: list[list[str]] = [[] for _ in items]
         pending: dict[int, _Pending] = {}
-        for index, item in enumerate(items):
-            stream = self._streams.get(item.stream_id)
-            if stream is None:
-                outputs[index] = unknown_stream_output(item)
-                continue
-            stream.last_fed = time.monotonic()
+        for index, item, stream in step.pending():
             entry = pending.setdefault(item.stream_id, _Pending(stream))
             try:
                 entry.jobs += self._prepare(stream, index, item)
             except Exception as exc:
-                self._fail(item.stream_id, items, outputs, exc)
+                step.fail(item.stream_id, engine_error(exc))
         # One chunk per stream per round, every stream's next chunk in the same call.
         while True:
             round_jobs = [
                 (stream_id, entry.stream, entry.jobs.pop(0))
                 for stream_id, entry in pending.items()
-                if entry.jobs and stream_id in self._streams
+                if entry.jobs and stream_id in self.streams
             ]
             if not round_jobs:
                 break
@@ -199,29 +185,11 @@ class ParaformerOnnxEngine:
                     tokens[job.item_index] += words
             except Exception as exc:  # the whole call failed: so did every stream in it
                 for stream_id, _, _ in round_jobs:
-                    self._fail(stream_id, items, outputs, exc)
-        for index, item in enumerate(items):
-            if outputs[index] is not None:
-                continue
+                    step.fail(stream_id, engine_error(exc))
+        for index, _, _ in step.pending():
             text, _ = self._sentence_postprocess(tokens[index])
-            if item.final:
-                self._streams.pop(item.stream_id, None)
-            outputs[index] = ChunkOutput(item.stream_id, item.seq, str(text), item.final)
-        return [output for output in outputs if output is not None]
-
-    def _fail(
-        self,
-        stream_id: int,
-        items: Sequence[ChunkItem],
-        outputs: list[ChunkOutput | None],
-        exc: Exception,
-    ) -> None:
-        """Fail every item of the stream in this call; drop its state."""
-        self._streams.pop(stream_id, None)
-        message = f"engine error: {type(exc).__name__}: {exc}"
-        for index, item in enumerate(items):
-            if item.stream_id == stream_id and outputs[index] is None:
-                outputs[index] = ChunkOutput(stream_id, item.seq, "", True, error=message)
+            step.answer(index, Answer(str(text)))
+        return step.outputs()
 
     def _prepare(self, stream: _Stream, index: int, item: ChunkItem) -> list[_Job]:
         """funasr's ``inference``: cut whole chunks, extract features, position-encode and

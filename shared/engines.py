@@ -1,0 +1,40 @@
+"""The engines a worker can run, by name, and what each one's results mean.
+
+Pure data: the engines themselves are in ``workers.engines``, whose registry is the only
+place that tells one engine from another by name. Everything else asks an engine's
+:class:`EngineCapabilities`, which each worker reports when it is ready.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal
+
+# paraformer-onnx's graphs: fp32, or int8 (static quantization of the MatMuls).
+Precision = Literal["fp32", "int8"]
+
+
+class EngineName(enum.StrEnum):
+    CHECKSUM = "checksum"  # model-free: the samples and CRC-32 of the audio so far
+    PARAFORMER = "paraformer"  # FunASR's streaming Paraformer under PyTorch
+    PARAFORMER_ONNX = "paraformer-onnx"  # the same model under ONNX Runtime, batched
+    PARAFORMER_OFFLINE = "paraformer-offline"  # whole utterances, decoded at their end
+    FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCapabilities:
+    """What an engine's results mean, and what it takes.
+
+    ``text_is_delta``: each result's text is the new text of its piece (the stream's text is
+    their concatenation), rather than the running value (the last result's text is all).
+    ``decodes_at_final``: a whole-utterance engine; the final piece costs the whole
+    utterance's decode, and results before it carry no text. ``timestamps``: final results
+    carry each token's time. ``hotwords``: the stream's hotwords change what it decodes.
+    """
+
+    text_is_delta: bool
+    decodes_at_final: bool = False
+    timestamps: bool = False
+    hotwords: bool = False
