@@ -1,13 +1,13 @@
 """The ASGI app: ``python -m gateway`` (or ``uvicorn gateway.app:app``).
 
-The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.session``); an HTTP
-``GET /`` gets the browser page (``gateway/static``); ``POST /v1/transcribe`` decodes a
-whole file (``gateway.transcribe_endpoint``); ``/healthz``, ``/readyz`` and ``/metrics``
-are for the operator (``gateway.status``). The lifespan starts the worker pools
-(streaming; offline, VAD when configured) and stops them. ``drain`` lets the live sessions
-finish first: ``python -m gateway``'s server calls it on SIGTERM or Ctrl-C
-(``gateway.server``); under bare uvicorn the lifespan wraps uvicorn's signal handlers to
-the same end (``gateway.signals``, the fallback).
+The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.websocket_endpoint``,
+then ``gateway.session``); an HTTP ``GET /`` gets the browser page (``gateway/static``);
+``POST /v1/transcribe`` decodes a whole file (``gateway.transcribe_endpoint``);
+``/healthz``, ``/readyz`` and ``/metrics`` are for the operator (``gateway.status``). The
+lifespan starts the worker pools (streaming; offline, VAD when configured) and stops them.
+``drain`` lets the live sessions finish first: ``python -m gateway``'s server calls it on
+SIGTERM or Ctrl-C (``gateway.server``); under bare uvicorn the lifespan wraps uvicorn's
+signal handlers to the same end (``gateway.signals``, the fallback).
 
 The lifespan is ours rather than Starlette's so that a start-up failure reaches uvicorn as
 one line (``ASR_MODEL=... is not in the local cache ...: set ASR_MODEL=...``), not as a
@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -34,25 +34,19 @@ from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
 from gateway import status
-from gateway.access import ClientSessions, Refusal, check_handshake
+from gateway.access import ClientSessions
 from gateway.admission import Admission
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
-from gateway.closing import CLOSE_GRACE_S, close_reason, close_with_error
+from gateway.closing import CLOSE_GRACE_S
 from gateway.metrics import GatewayMetrics
 from gateway.server_log import quiet_client_faults
 from gateway.serving import Serving
-from gateway.session import Session
 from gateway.settings import GatewaySettings
 from gateway.signals import SignalDrain
 from gateway.transcribe import TranscriptionLimiter
 from gateway.transcribe_endpoint import transcribe
-from shared.errors import (
-    CLOSE_POLICY_VIOLATION,
-    OverCapacityError,
-    ProtocolError,
-    ShuttingDownError,
-    WorkerLoadError,
-)
+from gateway.websocket_endpoint import serve_websocket
+from shared.errors import WorkerLoadError
 from shared.gc_tuning import latency_tuned_gc
 from shared.messages import StreamResult
 from shared.settings import PoolSettings
@@ -60,7 +54,6 @@ from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
 
-SUBPROTOCOL = "binary"  # what FunASR's clients offer
 STATIC = Path(__file__).parent / "static"  # the browser page
 
 
@@ -247,52 +240,7 @@ class Gateway:
     # -- WebSocket --------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        serving = self._serving
-        if serving is not None:
-            # Keys and origin first: a refused handshake costs no session, no worker stream.
-            refusal = check_handshake(
-                serving.settings.access, websocket.headers, websocket.scope["query_string"]
-            )
-            if refusal is not None:
-                reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-                self.metrics.sessions_refused.labels(reason).inc()
-                await _deny(websocket, refusal)
-                return
-        offered = websocket.scope.get("subprotocols") or []
-        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
-        if serving is None:
-            await close_with_error(websocket, ShuttingDownError("the server is not serving"))
-            return
-        client = websocket.client.host if websocket.client else "unknown"
-        with contextlib.ExitStack() as places:
-            try:
-                serving.budget.check_room()
-            except OverCapacityError as exc:
-                self.metrics.sessions_refused.labels("audio_budget").inc()
-                await close_with_error(websocket, exc)
-                return
-            try:
-                places.enter_context(serving.clients.admit(client))
-                # All places taken: wait for one up to ASR_ADMISSION_WAIT (0: refused now).
-                waited_from, outcome = anyio.current_time(), "refused"
-                try:
-                    with self.metrics.admission_waiting.track_inprogress():
-                        place = await serving.admission.wait_for_place(
-                            serving.settings.admission_wait_s,
-                            serving.settings.admission_queue_size,
-                        )
-                    outcome = "admitted"
-                finally:
-                    waited = anyio.current_time() - waited_from
-                    self.metrics.admission_wait.labels(outcome).observe(waited)
-                places.enter_context(place)
-            except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
-                self.metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
-                await close_with_error(websocket, exc)
-                return
-            places.enter_context(self.metrics.sessions_active.track_inprogress())
-            self.metrics.sessions.inc()
-            await Session(websocket, serving, self.metrics).run()
+        await serve_websocket(self._serving, websocket, self.metrics)
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -310,27 +258,6 @@ class Gateway:
 
     async def _transcribe(self, request: Request) -> Response:
         return await transcribe(self._serving, request, self.metrics)
-
-
-def _refusal_reason(error: Exception) -> str:
-    match error:
-        case OverCapacityError():
-            return "over_capacity"
-        case ShuttingDownError():
-            return "draining"
-        case _:
-            return "client_cap"
-
-
-async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
-    """Answer the handshake with an HTTP error and a JSON reason, where the server can
-    (uvicorn can); else refuse it bare (uvicorn answers 403)."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        body = {"type": "error", "code": refusal.status, "message": refusal.message}
-        headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
-        await websocket.send_denial_response(JSONResponse(body, refusal.status, headers))
-    else:
-        await websocket.close(CLOSE_POLICY_VIOLATION, close_reason(refusal.message))
 
 
 def _show_our_logs() -> None:

@@ -1,4 +1,4 @@
-"""Cuts a stream of PCM into model chunks of a fixed byte length, whatever its framing."""
+"""Cuts a pass's audio into model chunks of a fixed byte length, whatever the client's framing."""
 
 from __future__ import annotations
 

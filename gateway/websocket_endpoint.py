@@ -1,0 +1,96 @@
+"""The WebSocket endpoint at ``/``: the handshake's checks (keys, origin), the places a
+session takes (the audio budget, the per-client cap, one of ``ASR_MAX_SESSIONS``, waiting
+for it when ``ASR_ADMISSION_WAIT`` says so), then the session itself."""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
+
+from gateway.access import Refusal, check_handshake
+from gateway.closing import close_reason, close_with_error
+from gateway.metrics import GatewayMetrics
+from gateway.serving import Serving
+from gateway.session import Session
+from shared.errors import (
+    CLOSE_POLICY_VIOLATION,
+    OverCapacityError,
+    ProtocolError,
+    ShuttingDownError,
+)
+
+SUBPROTOCOL = "binary"  # what FunASR's clients offer
+
+
+async def serve_websocket(
+    serving: Serving | None, websocket: WebSocket, metrics: GatewayMetrics
+) -> None:
+    if serving is not None:
+        # Keys and origin first: a refused handshake costs no session, no worker stream.
+        refusal = check_handshake(
+            serving.settings.access, websocket.headers, websocket.scope["query_string"]
+        )
+        if refusal is not None:
+            reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+            metrics.sessions_refused.labels(reason).inc()
+            await _deny(websocket, refusal)
+            return
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    if serving is None:
+        await close_with_error(websocket, ShuttingDownError("the server is not serving"))
+        return
+    client = websocket.client.host if websocket.client else "unknown"
+    with contextlib.ExitStack() as places:
+        try:
+            serving.budget.check_room()
+        except OverCapacityError as exc:
+            metrics.sessions_refused.labels("audio_budget").inc()
+            await close_with_error(websocket, exc)
+            return
+        try:
+            places.enter_context(serving.clients.admit(client))
+            # All places taken: wait for one up to ASR_ADMISSION_WAIT (0: refused now).
+            waited_from, outcome = anyio.current_time(), "refused"
+            try:
+                with metrics.admission_waiting.track_inprogress():
+                    place = await serving.admission.wait_for_place(
+                        serving.settings.admission_wait_s,
+                        serving.settings.admission_queue_size,
+                    )
+                outcome = "admitted"
+            finally:
+                waited = anyio.current_time() - waited_from
+                metrics.admission_wait.labels(outcome).observe(waited)
+            places.enter_context(place)
+        except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
+            metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
+            await close_with_error(websocket, exc)
+            return
+        places.enter_context(metrics.sessions_active.track_inprogress())
+        metrics.sessions.inc()
+        await Session(websocket, serving, metrics).run()
+
+
+def _refusal_reason(error: Exception) -> str:
+    match error:
+        case OverCapacityError():
+            return "over_capacity"
+        case ShuttingDownError():
+            return "draining"
+        case _:
+            return "client_cap"
+
+
+async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
+    """Answer the handshake with an HTTP error and a JSON reason, where the server can
+    (uvicorn can); else refuse it bare (uvicorn answers 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        body = {"type": "error", "code": refusal.status, "message": refusal.message}
+        headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
+        await websocket.send_denial_response(JSONResponse(body, refusal.status, headers))
+    else:
+        await websocket.close(CLOSE_POLICY_VIOLATION, close_reason(refusal.message))
