@@ -93,4 +93,3 @@ def test_the_resampler_tail_is_held_before_the_decode() -> None:
     (finish,) = [a for a in actions if isinstance(a, FinishStream)]
     assert held == len(finish.pcm) == 16000
     assert actions[-1] == ReleaseAudio(16000)
-
