@@ -28,9 +28,10 @@ from shared.messages import (
 )
 from shared.settings import PoolSettings
 from shared.wire import CommandHeader, CommandKind, SlabLayout
-from workers.channels import CommandSender, QueueSender, ShmSender, open_header
+from workers.channel import Channel, QueueChannel, ShmChannel
 from workers.engines import EngineLoader, load_engine
-from workers.process import BatchPolicy, QueueChannel, ShmChannel, worker_main
+from workers.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
+from workers.sender import CommandSender, QueueSender, ShmSender, open_header
 from workers.slab import Slab
 
 KILL_GRACE_S = 2.0
@@ -123,7 +124,7 @@ class WorkerHandle:
         """
         context = multiprocessing.get_context("spawn")
         results, results_child = context.Pipe(duplex=False)
-        channel: ShmChannel | QueueChannel
+        channel: Channel
         if self._settings.transport == "shm":
             self._slab = Slab(self._layout)
             commands_child, commands = context.Pipe(duplex=False)
@@ -140,9 +141,10 @@ class WorkerHandle:
             self._settings.batch_wait_s,
             self._settings.chunk_deadline_s,
         )
+        launch = WorkerLaunch(self.spec, channel, results_child, policy)
         self._process = context.Process(
-            target=worker_main,
-            args=(self.spec, channel, results_child, policy, self._engine_loader),
+            target=run_entry_point,
+            args=(WORKER_MAIN, launch, self._engine_loader),
             name=f"asr-worker-{self.index}",
             daemon=True,
         )

@@ -17,12 +17,9 @@ import signal
 import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.queues import Queue
 
 from shared.messages import (
-    EngineSpec,
     SlotsFreed,
     StreamExpired,
     StreamFailed,
@@ -33,51 +30,21 @@ from shared.messages import (
     WorkerStats,
     WorkerStopped,
 )
-from shared.wire import CommandKind, SlabLayout
-from workers.channels import Command, CommandReceiver, QueueItem, QueueReceiver, ShmReceiver
+from shared.wire import CommandKind
+from workers.batching import wait_for_more
+from workers.channel import QueueChannel, ShmChannel
 from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
+from workers.launch import BatchPolicy, WorkerLaunch
+from workers.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
 
 POLL_INTERVAL_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class ShmChannel:
-    commands: Connection
-    slab_name: str
-    layout: SlabLayout
-
-
-@dataclass(frozen=True, slots=True)
-class QueueChannel:
-    commands: Queue[QueueItem]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchPolicy:
-    """How a worker forms an engine step from the chunks waiting for it.
-
-    Everything already waiting goes in (up to ``max_batch`` commands). With ``wait_s`` > 0
-    and fewer than ``max_batch`` chunks, the step is held open up to ``wait_s`` for more, but
-    never past the moment where the oldest chunk, given the recent step time, would miss
-    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once),
-    unless the engine decodes at the final piece: then finals are what a held step gathers.
-    """
-
-    max_batch: int
-    wait_s: float = 0.0
-    deadline_s: float = 0.6
-
-
-def worker_main(
-    spec: EngineSpec,
-    channel: ShmChannel | QueueChannel,
-    results: Connection,
-    policy: BatchPolicy,
-    load: EngineLoader = load_engine,
-) -> None:
-    """Entry point of a spawned worker."""
+def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
+    """Entry point of a spawned worker (``workers.launch.WORKER_MAIN``)."""
     _leave_parents_session()
+    spec, results = launch.spec, launch.results
     started = time.monotonic()
     try:
         engine = load(spec)
@@ -85,13 +52,11 @@ def worker_main(
         results.send((WorkerLoadFailed(f"{spec.engine} on {spec.device}: {_describe(exc)}"),))
         results.close()
         raise SystemExit(1) from None
-    match channel:
-        case ShmChannel():
-            receiver: CommandReceiver = ShmReceiver(
-                channel.commands, channel.slab_name, channel.layout
-            )
-        case QueueChannel():
-            receiver = QueueReceiver(channel.commands)
+    match launch.channel:
+        case ShmChannel(commands=commands, slab_name=slab_name, layout=layout):
+            receiver: CommandReceiver = ShmReceiver(commands, slab_name, layout)
+        case QueueChannel(commands=queue):
+            receiver = QueueReceiver(queue)
     ready = WorkerReady(
         pid=os.getpid(),
         engine=engine.name,
@@ -101,7 +66,7 @@ def worker_main(
     )
     try:
         results.send((ready,))
-        _serve(engine, receiver, results, policy, spec.stream_idle_timeout_s)
+        _serve(engine, receiver, results, launch.policy, spec.stream_idle_timeout_s)
     except (EOFError, BrokenPipeError):
         # The parent is gone (its end of a pipe closed): nobody is left to serve or tell.
         raise SystemExit(1) from None
@@ -127,7 +92,7 @@ def _serve(
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
         if policy.wait_s > 0:
-            _wait_for_more(receiver, results, policy, hold_finals, commands, step_s)
+            wait_for_more(receiver, results, policy, hold_finals, commands, step_s)
         started = time.monotonic()
         stopping = _apply(engine, commands, outbox)
         if any(c.header.kind is CommandKind.AUDIO for c in commands):
@@ -145,43 +110,6 @@ def _serve(
             results.send(tuple(outbox))
         if stopping:
             return
-
-
-def _wait_for_more(
-    receiver: CommandReceiver,
-    results: Connection,
-    policy: BatchPolicy,
-    hold_finals: bool,
-    commands: list[Command],
-    step_s: float,
-) -> None:
-    """Hold the step open for more chunks, within the policy's wait and deadline."""
-    audio = [c for c in commands if c.header.kind is CommandKind.AUDIO]
-    if not audio or _ends_something(commands, hold_finals):
-        return
-    hold_until = time.monotonic_ns() + int(policy.wait_s * 1e9)
-    oldest_ns = min(c.header.sent_ns for c in audio)
-    latest_start = oldest_ns + int((policy.deadline_s - step_s) * 1e9)
-    while len(commands) < policy.max_batch:
-        wait_ns = min(hold_until, latest_start) - time.monotonic_ns()
-        if wait_ns <= 0:
-            return
-        more, freed = receiver.receive(policy.max_batch - len(commands), wait_ns / 1e9)
-        if freed:
-            results.send((SlotsFreed(tuple(freed)),))
-        commands += more
-        if not more or _ends_something(more, hold_finals):
-            return
-
-
-def _ends_something(commands: list[Command], hold_finals: bool) -> bool:
-    """A stop, or a final chunk (unless finals are what the step gathers): the step must
-    not wait. OPEN and CLOSE do not matter."""
-    return any(
-        c.header.kind is CommandKind.STOP
-        or (not hold_finals and c.header.kind is CommandKind.AUDIO and c.header.final)
-        for c in commands
-    )
 
 
 def _apply(engine: Engine, commands: list[Command], outbox: list[WorkerMessage]) -> bool:

@@ -7,15 +7,15 @@ from types import TracebackType
 
 import anyio
 import numpy as np
-import numpy.typing as npt
 
+from shared.audio import Samples
 from shared.errors import GatewayError, StreamClosedError, WorkerError
 from shared.messages import StreamExpired, StreamFailed, StreamResult, WorkerMessage
 from shared.wire import NO_SLOT
-from workers.channels import audio_header
 from workers.handle import WorkerHandle
+from workers.sender import audio_header
 
-Audio = bytes | bytearray | memoryview | npt.NDArray[np.int16]
+Audio = bytes | bytearray | memoryview | Samples
 
 
 def pcm_bytes(audio: Audio) -> memoryview:

@@ -17,20 +17,21 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
-# "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.synthetic_seaco).
-# "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
-# workers.synthetic_companions builds them.
-ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc"]
-ModelSize = Literal["tiny", "large"]
+from workers.synthetic_base import (
+    LARGE_VOCAB,
+    TINY_VOCAB,
+    ModelKind,
+    ModelSize,
+    build_tokens,
+    format_cmvn,
+    frontend_conf,
+)
 
 LFR_DIM = 80 * 7
-# Paraformer's token conventions: <blank>=0, <s>=1, </s>=2, <unk> last.
-LARGE_VOCAB = 8404
-TINY_VOCAB = 300
 # The CIF predictor fires a token each time its summed weights cross 1.0; with alpha near
 # 0.3 per encoder frame (~100 ms after LFR) it emits about 3 tokens per 600 ms chunk,
 # roughly the rate of real speech, so the decoder does real work on every chunk.
@@ -161,42 +162,6 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
         },
         "normalize": None,
     }
-
-
-def frontend_conf(lfr_m: int, lfr_n: int) -> dict[str, Any]:
-    """FunASR's 80-bin fbank frontend (25 ms / 10 ms), stacking ``lfr_m`` frames every
-    ``lfr_n`` (low frame rate): 7/6 for the Paraformers, 5/1 for FSMN-VAD."""
-    return {
-        "fs": 16000,
-        "window": "hamming",
-        "n_mels": 80,
-        "frame_length": 25,
-        "frame_shift": 10,
-        # The default dither of 1.0 adds random noise: outputs would not be reproducible.
-        "dither": 0.0,
-        "lfr_m": lfr_m,
-        "lfr_n": lfr_n,
-    }
-
-
-def build_tokens(vocab_size: int) -> list[str]:
-    """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``."""
-    body = [chr(0x4E00 + i) for i in range(vocab_size - 4)]
-    return ["<blank>", "<s>", "</s>", *body, "<unk>"]
-
-
-def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
-    """Kaldi nnet-format CMVN, as funasr's WavFrontend reads it from ``am.mvn``."""
-    dim = len(means)
-    shift = " ".join(f"{-m:.6f}" for m in means)
-    scale = " ".join(f"{s:.6f}" for s in inv_stds)
-    return (
-        "<Nnet>\n"
-        f"<Splice> {dim} {dim}\n[ 0 ]\n"
-        f"<AddShift> {dim} {dim}\n<LearnRateCoef> 0 [ {shift} ]\n"
-        f"<Rescale> {dim} {dim}\n<LearnRateCoef> 0 [ {scale} ]\n"
-        "</Nnet>\n"
-    )
 
 
 def build_model_dir(

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from workers.synthetic import build_tokens, format_cmvn, frontend_conf
+from workers.synthetic_base import LARGE_VOCAB, TINY_VOCAB, build_tokens, format_cmvn, frontend_conf
 
 VAD_FEATURE_DIM = 80 * 5  # 80 mel bins, LFR of 5 frames with a shift of 1
 # A 25 ms frame (400 samples in [-1, 1)) at -40 dBFS RMS: 10 * log10(400 * 1e-4).
@@ -152,8 +152,6 @@ def build_punc_dir(out_dir: Path, size: PuncSize, seed: int = 0) -> Path:
     import funasr.models.ct_transformer.model  # noqa: F401  (fills the registry)
     import torch
     from funasr.register import tables
-
-    from workers.synthetic import LARGE_VOCAB, TINY_VOCAB
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

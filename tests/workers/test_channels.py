@@ -9,18 +9,9 @@ import numpy as np
 
 from shared.messages import MAX_HOTWORD_CHARS, StreamOptions
 from shared.wire import CommandKind, SlabLayout
-from workers.channels import (
-    Command,
-    CommandReceiver,
-    CommandSender,
-    QueueItem,
-    QueueReceiver,
-    QueueSender,
-    ShmReceiver,
-    ShmSender,
-    audio_header,
-    open_header,
-)
+from workers.channel import QueueItem
+from workers.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
+from workers.sender import CommandSender, QueueSender, ShmSender, audio_header, open_header
 from workers.slab import Slab
 
 LAYOUT = SlabLayout(slot_bytes=64, slot_count=2)

@@ -1,40 +1,22 @@
-"""The two command transports between the parent and a worker.
+"""The parent's end of a worker's command channel: headers (and audio) sent, never blocking.
 
-``shm``: audio is written into a slot of the worker's slab; only the fixed 40-byte header
-crosses a pipe (and, after an OPEN's header, the stream's hotwords: ``shared.wire``).
-``queue``: header and audio bytes are pickled through a
-``multiprocessing.Queue``, as the original write-up did, kept so that the benchmark can
-compare the two on the same machine. Both use the same slot numbers as credits, so the
-backpressure is identical and only the way the bytes travel differs.
+``ShmSender`` writes the audio into the worker's slab and the header down its pipe;
+``QueueSender`` puts both on its queue (``workers.channel``).
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import struct
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
 from typing import Protocol
 
-import numpy as np
-
-from shared.audio import Samples
 from shared.messages import StreamOptions
-from shared.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind, SlabLayout
-from workers.slab import AttachedSlab, Slab
-
-QueueItem = tuple[bytes, bytes]
-
-_EMPTY = np.zeros(0, dtype=np.int16)
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    header: CommandHeader
-    samples: Samples | None = None
+from shared.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind
+from workers.channel import QueueItem
+from workers.slab import Slab
 
 
 class CommandSender(Protocol):
@@ -49,16 +31,6 @@ class CommandSender(Protocol):
     def fileno(self) -> int: ...
 
     def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class CommandReceiver(Protocol):
-    """The worker's end."""
-
-    def receive(self, max_items: int, timeout: float) -> tuple[list[Command], list[int]]:
-        """Wait up to ``timeout`` for commands; return them with the slots they freed."""
-        ...
 
     def close(self) -> None: ...
 
@@ -153,32 +125,6 @@ class ShmSender:
         self._connection.close()
 
 
-class ShmReceiver:
-    def __init__(self, connection: Connection, slab_name: str, layout: SlabLayout) -> None:
-        self._connection = connection
-        self._slab = AttachedSlab(slab_name, layout)
-
-    def receive(self, max_items: int, timeout: float) -> tuple[list[Command], list[int]]:
-        commands: list[Command] = []
-        freed: list[int] = []
-        if not self._connection.poll(timeout):
-            return commands, freed
-        while len(commands) < max_items and self._connection.poll(0):
-            header = CommandHeader.unpack(self._connection.recv_bytes())
-            samples = None
-            if header.kind is CommandKind.AUDIO:
-                samples = _EMPTY
-                if header.slot != NO_SLOT:
-                    samples = self._slab.read(header.slot, header.length)
-                    freed.append(header.slot)
-            commands.append(Command(header, samples))
-        return commands, freed
-
-    def close(self) -> None:
-        self._slab.close()
-        self._connection.close()
-
-
 class QueueSender:
     def __init__(self, commands: Queue[QueueItem]) -> None:
         self._commands = commands
@@ -201,34 +147,3 @@ class QueueSender:
         self._commands.close()
         # The feeder thread would otherwise block interpreter exit on a dead worker's pipe.
         self._commands.cancel_join_thread()
-
-
-class QueueReceiver:
-    def __init__(self, commands: Queue[QueueItem]) -> None:
-        self._commands = commands
-
-    def receive(self, max_items: int, timeout: float) -> tuple[list[Command], list[int]]:
-        commands: list[Command] = []
-        freed: list[int] = []
-        try:
-            item = self._commands.get(timeout=timeout)
-        except queue.Empty:
-            return commands, freed
-        while True:
-            header = CommandHeader.unpack(item[0])
-            samples = None
-            if header.kind is CommandKind.AUDIO:
-                samples = np.frombuffer(item[1], dtype="<i2")
-                if header.slot != NO_SLOT:
-                    freed.append(header.slot)
-            commands.append(Command(header, samples))
-            if len(commands) >= max_items:
-                break
-            try:
-                item = self._commands.get_nowait()
-            except queue.Empty:
-                break
-        return commands, freed
-
-    def close(self) -> None:
-        self._commands.close()

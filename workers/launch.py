@@ -1,0 +1,53 @@
+"""What a spawned worker is given, and how the parent starts it without importing it.
+
+The parent pickles one :class:`WorkerLaunch` into the worker (``multiprocessing``'s spawn
+context). It names the worker's entry point rather than importing it: the worker's loop,
+its batch policy and its engines stay out of the server process, and the parent side of
+``workers/`` never imports the child side (nor the other way round).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from shared.messages import EngineSpec
+from workers.channel import Channel
+
+# The worker's entry point, ``module:function``: called with the launch and the engine loader.
+WORKER_MAIN = "workers.process:worker_main"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPolicy:
+    """How a worker forms an engine step from the chunks waiting for it.
+
+    Everything already waiting goes in (up to ``max_batch`` commands). With ``wait_s`` > 0
+    and fewer than ``max_batch`` chunks, the step is held open up to ``wait_s`` for more, but
+    never past the moment where the oldest chunk, given the recent step time, would miss
+    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once),
+    unless the engine decodes at the final piece: then finals are what a held step gathers.
+    """
+
+    max_batch: int
+    wait_s: float = 0.0
+    deadline_s: float = 0.6
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLaunch:
+    spec: EngineSpec  # the engine to load, on which device
+    channel: Channel  # where its commands come from
+    results: Connection  # where its messages go
+    policy: BatchPolicy
+
+
+def run_entry_point(
+    entry_point: str, launch: WorkerLaunch, load: Callable[[EngineSpec], object]
+) -> None:
+    """The spawned process's target: import ``entry_point`` (``module:function``) and call
+    it. ``load`` builds the engine (a module-level function, pickled by name)."""
+    module, _, name = entry_point.partition(":")
+    getattr(importlib.import_module(module), name)(launch, load)

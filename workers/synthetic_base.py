@@ -1,0 +1,53 @@
+"""What every synthetic model directory shares: its kinds, vocabularies, tokens, frontend
+and CMVN, in the formats funasr reads (``workers.synthetic`` builds the Paraformers,
+``workers.synthetic_companions`` the FSMN-VAD and CT-Transformer)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+# "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.synthetic_seaco).
+# "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
+# workers.synthetic_companions builds them.
+ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc"]
+ModelSize = Literal["tiny", "large"]
+
+# Paraformer's token conventions: <blank>=0, <s>=1, </s>=2, <unk> last.
+LARGE_VOCAB = 8404
+TINY_VOCAB = 300
+
+
+def frontend_conf(lfr_m: int, lfr_n: int) -> dict[str, Any]:
+    """FunASR's 80-bin fbank frontend (25 ms / 10 ms), stacking ``lfr_m`` frames every
+    ``lfr_n`` (low frame rate): 7/6 for the Paraformers, 5/1 for FSMN-VAD."""
+    return {
+        "fs": 16000,
+        "window": "hamming",
+        "n_mels": 80,
+        "frame_length": 25,
+        "frame_shift": 10,
+        # The default dither of 1.0 adds random noise: outputs would not be reproducible.
+        "dither": 0.0,
+        "lfr_m": lfr_m,
+        "lfr_n": lfr_n,
+    }
+
+
+def build_tokens(vocab_size: int) -> list[str]:
+    """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``."""
+    body = [chr(0x4E00 + i) for i in range(vocab_size - 4)]
+    return ["<blank>", "<s>", "</s>", *body, "<unk>"]
+
+
+def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
+    """Kaldi nnet-format CMVN, as funasr's WavFrontend reads it from ``am.mvn``."""
+    dim = len(means)
+    shift = " ".join(f"{-m:.6f}" for m in means)
+    scale = " ".join(f"{s:.6f}" for s in inv_stds)
+    return (
+        "<Nnet>\n"
+        f"<Splice> {dim} {dim}\n[ 0 ]\n"
+        f"<AddShift> {dim} {dim}\n<LearnRateCoef> 0 [ {shift} ]\n"
+        f"<Rescale> {dim} {dim}\n<LearnRateCoef> 0 [ {scale} ]\n"
+        "</Nnet>\n"
+    )
