@@ -25,7 +25,7 @@ from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.fsmn_vad import FsmnVadEngine
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 PIECE = 960  # 60 ms
 

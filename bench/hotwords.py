@@ -26,7 +26,7 @@ from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 
 def words(model_dir: Path, count: int) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 
 def clips(count: int, seconds: float, mixed: bool) -> list[np.ndarray]:

@@ -27,7 +27,7 @@ from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer import ParaformerStreamingEngine
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 CHUNK = 9600
 OPTIONS = StreamOptions(chunk_size=(5, 10, 5), encoder_chunk_look_back=0, decoder_chunk_look_back=0)

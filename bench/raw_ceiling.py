@@ -33,7 +33,7 @@ from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 CHUNK_SAMPLES = 9600
 

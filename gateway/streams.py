@@ -28,7 +28,7 @@ from gateway.utterance.actions import (
     StreamRef,
 )
 from gateway.vad import vad_events
-from workers.stream import AudioStream
+from workers.pool.stream import AudioStream
 
 
 @dataclass(frozen=True, slots=True)

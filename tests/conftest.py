@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import WebSocketTestSession
 from starlette.types import Message
 
-from workers.models import ensure_synthetic
+from workers.models.resolve import ensure_synthetic
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +67,7 @@ def tiny_punc_model(model_cache: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_timestamp_model(model_cache: Path) -> Path:
     """A tiny random-weight BiCifParaformer: an offline model that predicts token times."""
-    from workers.synthetic import build_model_dir
+    from workers.models.synthetic import build_model_dir
 
     return build_model_dir(model_cache / "synthetic-bicif-tiny", "offline", "tiny", timestamps=True)
 

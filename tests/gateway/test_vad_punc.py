@@ -1,6 +1,6 @@
 """2pass with FunASR's companions: FSMN-VAD sentence ends, CT-Transformer punctuation.
 
-Real worker pools with the synthetic models (``workers.synthetic_companions``); every
+Real worker pools with the synthetic models (``workers.models.synthetic_companions``); every
 expected value is computed with funasr's own ``AutoModel`` on the same audio.
 """
 

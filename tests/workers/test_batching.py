@@ -14,7 +14,7 @@ from shared.settings import PoolSettings
 from workers.engines.onnx_files import up_to_date
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 from workers.pool import WorkerPool
-from workers.stream import AudioStream
+from workers.pool.stream import AudioStream
 
 from .test_paraformer_onnx import NO_LOOK_BACK, one_stream, pieces, speech_like
 

@@ -8,11 +8,11 @@ from multiprocessing.queues import Queue
 import numpy as np
 
 from shared.messages import MAX_HOTWORD_CHARS, StreamOptions
-from shared.wire import CommandKind, SlabLayout
-from workers.channel import QueueItem
-from workers.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
-from workers.sender import CommandSender, QueueSender, ShmSender, audio_header, open_header
-from workers.slab import Slab
+from workers.ipc.channel import QueueItem
+from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
+from workers.ipc.sender import CommandSender, QueueSender, ShmSender, audio_header, open_header
+from workers.ipc.slab import Slab
+from workers.ipc.wire import CommandKind, SlabLayout
 
 LAYOUT = SlabLayout(slot_bytes=64, slot_count=2)
 # Near the largest set allowed (16 KiB): far past the 4 KiB a pipe writes atomically.

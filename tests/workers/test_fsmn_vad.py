@@ -15,7 +15,7 @@ from workers.engines import load_engine
 from workers.engines.base import ChunkItem
 from workers.engines.model_dir import model_class
 from workers.engines.paraformer import load_automodel, to_float
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 
 pytestmark = pytest.mark.slow
 SENTENCE_ENDS = "\u3002\uff1f"  # full-width full stop and question mark

@@ -22,7 +22,7 @@ from workers.engines.onnx_frontend import (
     load_sentence_postprocess,
     position_encoding,
 )
-from workers.export import export
+from workers.models.export import export
 
 pytestmark = pytest.mark.slow
 

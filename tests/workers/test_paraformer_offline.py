@@ -15,7 +15,7 @@ from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from workers.engines.base import ChunkItem
 from workers.engines.onnx_files import OnnxFiles, up_to_date
 from workers.engines.paraformer import ParaformerStreamingEngine
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-from workers.export import export
+from workers.models.export import export
 
 pytestmark = pytest.mark.slow
 

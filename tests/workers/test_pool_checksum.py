@@ -9,7 +9,7 @@ import pytest
 from shared.errors import StreamClosedError, WorkerError
 from shared.settings import PoolSettings, Transport
 from workers.pool import WorkerPool
-from workers.stream import AudioStream
+from workers.pool.stream import AudioStream
 
 from .checksums import expected_checksum
 

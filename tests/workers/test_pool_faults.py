@@ -19,8 +19,8 @@ import pytest
 from shared.errors import WorkerError
 from shared.messages import StreamOptions, StreamResult
 from shared.settings import PoolSettings
+from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import ResultObserver, WorkerPool
-from workers.slab import SLAB_PREFIX
 
 from . import failing_engine
 from .checksums import expected_checksum

@@ -16,8 +16,8 @@ from anyio import wait_all_tasks_blocked
 
 from shared.errors import WorkerError, WorkerLoadError
 from shared.settings import PoolSettings
+from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
-from workers.slab import SLAB_PREFIX
 
 from .checksums import expected_checksum
 

@@ -21,7 +21,7 @@ from workers.engines.paraformer_offline import (
     ParaformerOfflineEngine,
     hotword_argument,
 )
-from workers.models import resolve_model
+from workers.models.resolve import resolve_model
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow

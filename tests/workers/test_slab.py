@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.wire import SlabLayout
-from workers.slab import AttachedSlab, Slab
+from workers.ipc.slab import AttachedSlab, Slab
+from workers.ipc.wire import SlabLayout
 
 
 def test_attached_slab_reads_what_the_parent_wrote() -> None:

@@ -12,8 +12,8 @@ import yaml
 
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.paraformer_offline import hotword_argument
-from workers.synthetic import build_config, build_model_dir, main
-from workers.synthetic_base import LARGE_VOCAB
+from workers.models.synthetic import build_config, build_model_dir, main
+from workers.models.synthetic_base import LARGE_VOCAB
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 

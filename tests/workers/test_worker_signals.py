@@ -23,8 +23,8 @@ from shared.settings import PoolSettings
 from tests.workers import failing_engine
 from tests.workers.checksums import expected_checksum
 from tests.workers.failing_engine import CLOSE_RESULTS, marked
+from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
-from workers.slab import SLAB_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -204,7 +204,7 @@ def _apply_lfr(inputs: Floats, m: int, n: int, is_final: bool) -> tuple[Floats, 
 
 def position_encoding(start: int, frames: int, inv_timescales: Floats) -> Floats:
     """Rows ``start .. start+frames-1`` of ``StreamSinusoidalPositionEncoder`` (positions
-    count from 1). ``inv_timescales`` come from torch at export time (``workers.export``):
+    count from 1). ``inv_timescales`` come from torch at export time (``workers.models.export``):
     the float32 product is then the same as torch's, and sin/cos are taken in float64 and
     rounded, within an ulp of torch's."""
     positions = np.arange(start + 1, start + frames + 1, dtype=np.float32)

@@ -5,8 +5,10 @@ have exactly the real shapes (from the reference configs) and random weights. Th
 directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``config.yaml``,
 ``model.pt``, ``tokens.json`` and ``am.mvn``.
 
-Usage:
-``python -m workers.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc --size tiny|large``
+Usage::
+
+    python -m workers.models.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc \
+        --size tiny|large
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from workers.synthetic_base import (
+from workers.models.synthetic_base import (
     LARGE_VOCAB,
     TINY_VOCAB,
     ModelKind,
@@ -103,7 +105,7 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
     ``paraformer-large-vad-punc`` that also predicts each token's time.
     """
     if kind == "seaco":  # a BiCifParaformer with a hotword path
-        from workers.synthetic_seaco import seaco_config
+        from workers.models.synthetic_seaco import seaco_config
 
         vocab_size = TINY_VOCAB if size == "tiny" else LARGE_VOCAB
         return seaco_config(build_config("offline", size, timestamps=True), size, vocab_size)
@@ -169,7 +171,7 @@ def build_model_dir(
 ) -> Path:
     """Write a loadable random-weight model directory; deterministic for a seed."""
     if kind in ("vad", "punc"):
-        from workers.synthetic_companions import build_punc_dir, build_vad_dir
+        from workers.models.synthetic_companions import build_punc_dir, build_vad_dir
 
         # The VAD has one size (0.4 M parameters): tiny and large are the same model.
         return (
@@ -195,7 +197,7 @@ def build_model_dir(
     model = model_class(**kwargs)
     _tune_predictor(model)
     if kind == "seaco":
-        from workers.synthetic_seaco import tune_bias_path, write_seg_dict
+        from workers.models.synthetic_seaco import tune_bias_path, write_seg_dict
 
         tune_bias_path(model, size)
         write_seg_dict(out_dir, tokens)
@@ -233,7 +235,7 @@ def _tune_predictor(model: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workers.synthetic",
+        prog="python -m workers.models.synthetic",
         description="Build a random-weight FunASR Paraformer model directory.",
     )
     parser.add_argument("out_dir", type=Path)

@@ -1,7 +1,7 @@
 """The worker's batch policy: how long a step is held open for more chunks.
 
 A step takes every command already waiting (up to ``max_batch``); with a wait set, a step
-with fewer is held open for more, within ``workers.launch.BatchPolicy``'s wait and
+with fewer is held open for more, within ``workers.ipc.launch.BatchPolicy``'s wait and
 deadline. One chunk per stream per model call is the engine's business, not this.
 """
 
@@ -11,9 +11,9 @@ import time
 from multiprocessing.connection import Connection
 
 from shared.messages import SlotsFreed
-from shared.wire import CommandKind
-from workers.launch import BatchPolicy
-from workers.receiver import Command, CommandReceiver
+from workers.ipc.launch import BatchPolicy
+from workers.ipc.receiver import Command, CommandReceiver
+from workers.ipc.wire import CommandKind
 
 
 def wait_for_more(

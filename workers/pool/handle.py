@@ -27,12 +27,12 @@ from shared.messages import (
     WorkerStats,
 )
 from shared.settings import PoolSettings
-from shared.wire import CommandHeader, CommandKind, SlabLayout
-from workers.channel import Channel, QueueChannel, ShmChannel
 from workers.engines import EngineLoader, load_engine
-from workers.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
-from workers.sender import CommandSender, QueueSender, ShmSender, open_header
-from workers.slab import Slab
+from workers.ipc.channel import Channel, QueueChannel, ShmChannel
+from workers.ipc.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
+from workers.ipc.sender import CommandSender, QueueSender, ShmSender, open_header
+from workers.ipc.slab import Slab
+from workers.ipc.wire import CommandHeader, CommandKind, SlabLayout
 
 KILL_GRACE_S = 2.0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
 
-from shared.wire import SlabLayout
+from workers.ipc.wire import SlabLayout
 
 QueueItem = tuple[bytes, bytes]  # a packed header, and the audio's bytes
 

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, MAX_HOTWORDS_BYTES, StreamOptions
-from shared.wire import (
+from workers.ipc.wire import (
     FLAG_FINAL,
     HEADER_SIZE,
     NO_SLOT,

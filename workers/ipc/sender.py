@@ -1,7 +1,7 @@
 """The parent's end of a worker's command channel: headers (and audio) sent, never blocking.
 
 ``ShmSender`` writes the audio into the worker's slab and the header down its pipe;
-``QueueSender`` puts both on its queue (``workers.channel``).
+``QueueSender`` puts both on its queue (``workers.ipc.channel``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from multiprocessing.queues import Queue
 from typing import Protocol
 
 from shared.messages import StreamOptions
-from shared.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind
-from workers.channel import QueueItem
-from workers.slab import Slab
+from workers.ipc.channel import QueueItem
+from workers.ipc.slab import Slab
+from workers.ipc.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind
 
 
 class CommandSender(Protocol):

@@ -2,7 +2,7 @@
 
 ``ShmReceiver`` reads the headers from its pipe and the audio from the slab (a copy: the
 slot is handed back before the audio is used); ``QueueReceiver`` takes both from its queue
-(``workers.channel``).
+(``workers.ipc.channel``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Protocol
 import numpy as np
 
 from shared.audio import Samples
-from shared.wire import NO_SLOT, CommandHeader, CommandKind, SlabLayout
-from workers.channel import QueueItem
-from workers.slab import AttachedSlab
+from workers.ipc.channel import QueueItem
+from workers.ipc.slab import AttachedSlab
+from workers.ipc.wire import NO_SLOT, CommandHeader, CommandKind, SlabLayout
 
 _EMPTY = np.zeros(0, dtype=np.int16)
 

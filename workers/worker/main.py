@@ -30,19 +30,19 @@ from shared.messages import (
     WorkerStats,
     WorkerStopped,
 )
-from shared.wire import CommandKind
-from workers.batching import wait_for_more
-from workers.channel import QueueChannel, ShmChannel
 from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
-from workers.launch import BatchPolicy, WorkerLaunch
-from workers.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
+from workers.ipc.channel import QueueChannel, ShmChannel
+from workers.ipc.launch import BatchPolicy, WorkerLaunch
+from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
+from workers.ipc.wire import CommandKind
+from workers.worker.batching import wait_for_more
 
 POLL_INTERVAL_S = 1.0
 
 
 def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
-    """Entry point of a spawned worker (``workers.launch.WORKER_MAIN``)."""
+    """Entry point of a spawned worker (``workers.ipc.launch.WORKER_MAIN``)."""
     _leave_parents_session()
     spec, results = launch.spec, launch.results
     started = time.monotonic()

@@ -1,7 +1,7 @@
 """Random-weight FSMN-VAD and CT-Transformer directories: FunASR's 2pass companions.
 
 FunASR's 2pass server finds sentence ends with ``fsmn-vad`` and punctuates the offline
-pass with ``ct-punc``. Like ``workers.synthetic`` for the Paraformers, these builders write
+pass with ``ct-punc``. Like ``workers.models.synthetic`` for the Paraformers, these builders write
 what a hub download holds (``config.yaml``, ``model.pt``, ``am.mvn`` / ``tokens.json``)
 with the real architectures and random weights, so that the whole path runs here.
 
@@ -21,7 +21,13 @@ from typing import Any, Literal
 
 import yaml
 
-from workers.synthetic_base import LARGE_VOCAB, TINY_VOCAB, build_tokens, format_cmvn, frontend_conf
+from workers.models.synthetic_base import (
+    LARGE_VOCAB,
+    TINY_VOCAB,
+    build_tokens,
+    format_cmvn,
+    frontend_conf,
+)
 
 VAD_FEATURE_DIM = 80 * 5  # 80 mel bins, LFR of 5 frames with a shift of 1
 # A 25 ms frame (400 samples in [-1, 1)) at -40 dBFS RMS: 10 * log10(400 * 1e-4).

@@ -1,9 +1,9 @@
 """What a spawned worker is given, and how the parent starts it without importing it.
 
 The parent pickles one :class:`WorkerLaunch` into the worker (``multiprocessing``'s spawn
-context). It names the worker's entry point rather than importing it: the worker's loop,
-its batch policy and its engines stay out of the server process, and the parent side of
-``workers/`` never imports the child side (nor the other way round).
+context), and names the worker's entry point rather than importing it: the worker's loop
+and its batch policy stay out of the server process, and the parent side of ``workers/``
+never imports the child side (nor the other way round).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from shared.messages import EngineSpec
-from workers.channel import Channel
+from workers.ipc.channel import Channel
 
 # The worker's entry point, ``module:function``: called with the launch and the engine loader.
-WORKER_MAIN = "workers.process:worker_main"
+WORKER_MAIN = "workers.worker.main:worker_main"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ import numpy as np
 from shared.audio import Samples
 from shared.errors import GatewayError, StreamClosedError, WorkerError
 from shared.messages import StreamExpired, StreamFailed, StreamResult, WorkerMessage
-from shared.wire import NO_SLOT
-from workers.handle import WorkerHandle
-from workers.sender import audio_header
+from workers.ipc.sender import audio_header
+from workers.ipc.wire import NO_SLOT
+from workers.pool.handle import WorkerHandle
 
 Audio = bytes | bytearray | memoryview | Samples
 

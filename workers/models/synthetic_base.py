@@ -1,14 +1,14 @@
 """What every synthetic model directory shares: its kinds, vocabularies, tokens, frontend
-and CMVN, in the formats funasr reads (``workers.synthetic`` builds the Paraformers,
-``workers.synthetic_companions`` the FSMN-VAD and CT-Transformer)."""
+and CMVN, in the formats funasr reads (``workers.models.synthetic`` builds the Paraformers,
+``workers.models.synthetic_companions`` the FSMN-VAD and CT-Transformer)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-# "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.synthetic_seaco).
+# "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.models.synthetic_seaco).
 # "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
-# workers.synthetic_companions builds them.
+# workers.models.synthetic_companions builds them.
 ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc"]
 ModelSize = Literal["tiny", "large"]
 

@@ -2,7 +2,7 @@
 
 ``checksum`` needs no model. ``synthetic:tiny`` / ``synthetic:large`` are built once into the
 model cache, as the kind of model asked for; ``synthetic-KIND:SIZE`` builds another kind of
-``workers.synthetic`` (``synthetic-seaco:tiny``: a SeACo-Paraformer, an offline model that
+``workers.models.synthetic`` (``synthetic-seaco:tiny``: a SeACo-Paraformer, an offline model that
 takes hotwords). A local directory is used as it is. Anything else is a hub id: looked up in
 ModelScope's local cache, else downloaded; where the hub is unreachable we fail within
 seconds with one line naming the way out, rather than funasr's hub retries and a traceback.
@@ -117,7 +117,7 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
     return _from_directory(_find_or_download(model), model, kind)
 
 
-# What workers.synthetic builds; "synthetic:SIZE" builds the kind asked for.
+# What workers.models.synthetic builds; "synthetic:SIZE" builds the kind asked for.
 SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc")
 _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
@@ -127,7 +127,7 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
     target = cache_dir / f"synthetic-{kind}-{size}-seed{seed}"
     if (target / "model.pt").is_file():
         return target
-    from workers.synthetic import build_model_dir
+    from workers.models.synthetic import build_model_dir
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename: a concurrent or interrupted build never leaves a

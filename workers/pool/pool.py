@@ -38,9 +38,9 @@ from shared.messages import (
 from shared.settings import PoolSettings
 from workers.engines import EngineLoader, load_engine, needs_onnx_export, select_engine
 from workers.engines.onnx_files import up_to_date
-from workers.handle import KILL_GRACE_S, WorkerHandle, WorkerState
-from workers.models import ResolvedModel, resolve_model
-from workers.stream import Audio, AudioStream
+from workers.models.resolve import ResolvedModel, resolve_model
+from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
+from workers.pool.stream import Audio, AudioStream
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
     if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
         return
     logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
-    command = [sys.executable, "-m", "workers.export", model_dir]
+    command = [sys.executable, "-m", "workers.models.export", model_dir]
     if precision == "int8":
         command.append("--int8")
     result = await anyio.run_process(command, check=False)

@@ -16,7 +16,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from shared.audio import Samples
-from shared.wire import SlabLayout
+from workers.ipc.wire import SlabLayout
 
 SLAB_PREFIX = "asrgw_"
 

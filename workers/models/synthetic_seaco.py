@@ -6,7 +6,7 @@ the decoder's embedding and an LSTM, a second decoder (the "seaco decoder") atte
 every output position to the hotwords, and its output layer says, per position, either
 ``NO_BIAS`` (keep the ordinary decoder's token) or a token that replaces it. The config is
 ``shared/reference/seaco-paraformer-large.yaml`` (FunASR's own template) without its
-training-only sections; ``workers.synthetic`` builds it, these helpers add what is SeACo's.
+training-only sections; ``workers.models.synthetic`` builds it, these helpers add what is SeACo's.
 
 Random weights need two changes to behave like the trained model, in kind if not in text:
 
