@@ -88,18 +88,18 @@ class Session:
     async def run(self) -> None:
         limit = self._settings.max_session_s
         try:
-            with anyio.move_on_after(limit) as session_scope:
-                async with anyio.create_task_group() as group:
-                    self._group = group
-                    for task in (self._read, self._forward, self._write, self._watch_drain):
-                        group.start_soon(self._guard, task)
-            if session_scope.cancelled_caught and not self._ended:
-                self._error = ProtocolError(
-                    f"the session reached its maximum length of {limit:g} s"
-                    " (ASR_MAX_SESSION_SECONDS)"
-                )
+            async with self._streams:
+                with anyio.move_on_after(limit) as session_scope:
+                    async with anyio.create_task_group() as group:
+                        self._group = group
+                        for task in (self._read, self._forward, self._write, self._watch_drain):
+                            group.start_soon(self._guard, task)
+                if session_scope.cancelled_caught and not self._ended:
+                    self._error = ProtocolError(
+                        f"the session reached its maximum length of {limit:g} s"
+                        " (ASR_MAX_SESSION_SECONDS)"
+                    )
         finally:
-            await self._streams.aclose()
             for end in (self._events_in, self._events, self._passes_in, self._passes):
                 end.close()
         if self._error is not None:

@@ -5,6 +5,7 @@ still open closed at the session's end, with the audio it held given back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import TracebackType
 
 from anyio.abc import ObjectSendStream
 
@@ -136,3 +137,14 @@ class SessionStreams:
         self._open.clear()
         self._bound.clear()
         self._held.release_all()
+
+    async def __aenter__(self) -> SessionStreams:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
