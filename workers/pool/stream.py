@@ -15,6 +15,10 @@ from workers.ipc.sender import audio_header
 from workers.ipc.wire import NO_SLOT
 from workers.pool.handle import WorkerHandle
 
+# How long a send to a dead worker waits for its supervisor to say why (the reap of a
+# killed process takes milliseconds; one whose pipe closed but lives, a grace to terminate).
+LOST_CAUSE_WAIT_S = 5.0
+
 Audio = bytes | bytearray | memoryview | Samples
 
 
@@ -46,6 +50,7 @@ class AudioStream:
         self._finished = False
         self._done = False
         self._failed: GatewayError | None = None
+        self._failed_event = anyio.Event()
         self._send_lock = anyio.Lock()
         # One window permit per piece sent, returned when its result is read: so the
         # results buffer below can never overflow (+1 for the failure, if any).
@@ -84,8 +89,18 @@ class AudioStream:
         await self._window.acquire()
         if self._failed is not None:
             raise self._failed
-        slot = await self._handle.acquire_slot() if len(piece) else NO_SLOT
-        self._handle.send(audio_header(self.stream_id, self._seq, slot, len(piece), final), piece)
+        try:
+            slot = await self._handle.acquire_slot() if len(piece) else NO_SLOT
+            self._handle.send(
+                audio_header(self.stream_id, self._seq, slot, len(piece), final), piece
+            )
+        except WorkerError as gone:
+            # The worker is dead (its pipe read EOF) but not yet reaped: its supervisor
+            # fails this stream in a moment with the cause ("died (exit code -9)", "was
+            # killed as hung"). Raise that rather than the bare "worker N is dead".
+            with anyio.move_on_after(LOST_CAUSE_WAIT_S):
+                await self._failed_event.wait()
+            raise self._failed or gone from None
         self._seq += 1
 
     async def receive(self) -> StreamResult:
@@ -127,6 +142,7 @@ class AudioStream:
         if self._failed is not None or self._done:
             return
         self._failed = error
+        self._failed_event.set()
         self._done = True
         # Wake a sender waiting for a window permit so that it sees the failure.
         self._window.release()
