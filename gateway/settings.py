@@ -168,7 +168,7 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         model=model,
         kind="offline",
         punc_model=punc_model,
-        engine="paraformer",
+        engine="paraformer",  # PyTorch: the offline Paraformer has no ONNX export yet
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
@@ -186,7 +186,7 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
         pool,
         model=model,
         kind="vad",
-        engine="paraformer",  # the pool's model decides: fsmn-vad
+        engine="paraformer",  # PyTorch (no ONNX); the pool's model makes it fsmn-vad
         devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
         batch_wait_s=0.0,

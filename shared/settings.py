@@ -1,6 +1,6 @@
 """Settings of the worker pool, read from environment variables (``ASR_*``).
 
-Pure data: resolving a model name to a directory happens in ``workers.models``. Each
+Pure data: resolving a model name to a directory happens in ``workers.models.resolve``. Each
 variable's type, default and meaning are its entry in ``shared.settings_table``.
 """
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared import settings_table as table
-from shared.settings_table import DEFAULT_MODEL, ENGINES, PRECISIONS, Engine, Precision, Transport
+from shared.engines import Precision
+from shared.settings_table import DEFAULT_MODEL, ENGINES, PRECISIONS, Engine, Transport
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -53,7 +54,7 @@ class PoolSettings:
     # step_seconds_per_audio_second for every second of audio it owes, is taken for hung
     # and killed (hang_timeout_s). A step of max_batch large-model chunks on one CPU core
     # takes ~7 s; an offline decode of a long utterance takes time in proportion to it
-    # (its final piece owes the whole utterance: workers.handle says what counts).
+    # (its final piece owes the whole utterance: workers.pool.handle says what counts).
     step_timeout_s: float = table.WORKER_STEP_TIMEOUT.default
     step_seconds_per_audio_second: float = table.WORKER_STEP_SECONDS_PER_AUDIO_SECOND.default
     # WorkerPool.health reports the pool unable to serve once every worker has been lost

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
+from shared.engines import Precision
 from shared.env import (
     Choice,
     Devices,
@@ -25,8 +26,9 @@ from shared.env import (
 )
 
 Transport = Literal["shm", "queue"]
+# ASR_ENGINE chooses the runtime of a Paraformer model: funasr's PyTorch code, or ONNX
+# Runtime. Which engine a pool runs follows from its model (workers.engines' registry).
 Engine = Literal["paraformer", "paraformer-onnx"]
-Precision = Literal["fp32", "int8"]
 TRANSPORTS: tuple[Transport, ...] = ("shm", "queue")
 ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
