@@ -41,13 +41,20 @@ def stop_reading(port: int) -> RawClient:
     client.send(frame(TEXT, config(chunk_size=[0, 1, 0], timing=True).encode()))
     audio = frame(BINARY, bytes(range(256)) * 75)  # 19200 bytes: ten results
     client.sock.settimeout(1.0)
-    try:
-        for _ in range(20_000):
-            client.sock.sendall(audio)
-    except TimeoutError:
-        pass  # the server no longer reads: its pipeline is full behind the unread results
-    else:
-        raise AssertionError("the server took 384 MB from a client that reads nothing")
+    frames = offset = stalls = 0
+    # The server has stopped reading once nothing goes out for 3 s in a row: a stall of a
+    # second can be a busy machine, after which the server would take everything and its
+    # own sends might never block. A timed-out send wrote nothing, so frames stay whole.
+    while stalls < 3:
+        if frames == 20_000:
+            raise AssertionError("the server took 384 MB from a client that reads nothing")
+        try:
+            offset += client.sock.send(audio[offset:])
+            stalls = 0
+        except TimeoutError:
+            stalls += 1
+        if offset == len(audio):
+            frames, offset = frames + 1, 0
     return client
 
 
