@@ -5,6 +5,13 @@ one log line; our error frame and 1008 if it reads again, a TCP reset if it neve
 The client is a raw socket with a small receive buffer that streams audio producing a
 result per 60 ms chunk, until the server stops taking it: by then the kernel's buffers and
 uvicorn's write buffer are full of unread results and the gateway's send is blocked.
+
+The server's connections get a small kernel send buffer. With the default one (autotuned
+up to 4 MiB on loopback) the send blocks only after ~40 MB of audio, and the client rarely
+got there: once its tiny receive buffer is full it drops the server's segments, and the
+acknowledgements of its own audio that ride on them; its sends then wait out TCP's
+retransmission backoff (52 s seen), and it took that stall for the server's (ss showed
+both sides at backoff 8, the server's send buffer nowhere near full).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SEND_TIMEOUT_S = 1.0
 TCP_CLOSE = 7  # tcp_info's tcpi_state after a reset (a FIN would leave CLOSE_WAIT, 8)
+SERVER_SEND_BUFFER = 16384  # bytes (the kernel doubles it): blocked after ~200 results
 LINE = "the client read no result for 1 s (ASR_SEND_TIMEOUT)"
 
 
@@ -30,7 +38,7 @@ LINE = "the client read no result for 1 s (ASR_SEND_TIMEOUT)"
 async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
     log = tmp_path_factory.mktemp("slow-reader") / "server.log"
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_SEND_TIMEOUT": "1"}
-    async with serve(env, log) as server:
+    async with serve(env, log, send_buffer=SERVER_SEND_BUFFER) as server:
         yield server
 
 

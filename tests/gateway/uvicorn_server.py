@@ -86,13 +86,28 @@ async def serve(
     *,
     ready_timeout: float = 120.0,
     entry: Sequence[str] = UVICORN,
+    send_buffer: int | None = None,
 ) -> AsyncIterator[Server]:
     """Start the gateway with ``env`` added to ours and wait until ``/readyz`` says ready.
 
+    ``send_buffer``: the kernel send buffer of every connection the server accepts, in
+    bytes (``SO_SNDBUF`` on a listening socket we hand it with ``--fd``; accepted sockets
+    inherit it). Unset, the kernel's autotuning lets a loopback connection buffer up to
+    ``net.ipv4.tcp_wmem``'s maximum (4 MiB here) before a send blocks.
+
     On leaving, SIGTERM (unless the test stopped it already) and assert a clean exit: code 0.
     """
-    port = free_port()
-    command = [sys.executable, *entry, "--port", str(port)]
+    listener: socket.socket | None = None
+    if send_buffer is None:
+        port = free_port()
+        command = [sys.executable, *entry, "--port", str(port)]
+    else:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        port = listener.getsockname()[1]
+        command = [sys.executable, *entry, "--fd", str(listener.fileno())]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
     with log.open("wb") as log_file:
         process = await anyio.open_process(
@@ -103,7 +118,10 @@ async def serve(
             cwd=ROOT,
             env=full_env,
             start_new_session=True,  # a Ctrl-C in the terminal is the test runner's alone
+            pass_fds=() if listener is None else (listener.fileno(),),
         )
+    if listener is not None:
+        listener.close()  # the server has its own copy
     server = Server(process, port, log)
     try:
         await _wait_ready(server, ready_timeout)
