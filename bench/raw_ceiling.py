@@ -8,6 +8,7 @@ efficiency is its throughput at saturation over this.
 
     python -m bench.raw_ceiling --model synthetic:large --processes 1,2 --seconds 30
     python -m bench.raw_ceiling --engine paraformer-onnx --precision int8 --streams 8
+    python -m bench.raw_ceiling --engine paraformer-onnx --device cuda:0 --streams 64
 
 ``--engine paraformer-onnx`` needs the export (``python -m workers.models.export DIR [--int8]``);
 with it, ``--streams`` is the batch of each step. Each process also reports its resident
@@ -101,10 +102,11 @@ def measure(
     seconds: float,
     threads: int,
     repeat: int,
+    device: str = "cpu",
 ) -> CeilingRun:
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
     engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
-    spec = EngineSpec(engine, "cpu", resolved.model_dir, threads=threads, precision=precision)
+    spec = EngineSpec(engine, device, resolved.model_dir, threads=threads, precision=precision)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
     results: multiprocessing.Queue[tuple[float, float, float, float]] = context.Queue()
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=4, help="streams per process")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N, as ASR_DEVICES")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--engine", choices=("paraformer", "paraformer-onnx"), default="paraformer")
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.seconds,
                 args.threads,
                 repeat,
+                args.device,
             )
             print(json.dumps(asdict(run)), file=sys.stderr)
             runs.append(run)
