@@ -155,6 +155,8 @@ def run_point(
             *(["--fast"] if args.fast else []),
             "--chunk-interval",
             str(args.chunk_interval),
+            "--arrivals",
+            args.arrivals,
         ]
     )
     cpu_before = gateway.cpu_seconds()
@@ -265,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fast", action="store_true", help="send audio as fast as possible")
+    parser.add_argument(
+        "--arrivals",
+        choices=["uniform", "random"],
+        default="uniform",
+        help="stream starts spread evenly over --ramp, or at random within it (bench.ws_load)",
+    )
     parser.add_argument(
         "--chunk-interval",
         type=int,

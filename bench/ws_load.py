@@ -59,6 +59,7 @@ class StreamRecord:
     chunk_latencies_s: list[float] = field(default_factory=list)
     queue_ms: list[float] = field(default_factory=list)
     compute_ms: list[float] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)  # the worker step of each result
     refused: bool = False
     error: str | None = None
     verified: bool | None = None
@@ -206,6 +207,8 @@ async def receive(
         if "queue_ms" in message:
             record.queue_ms.append(float(message["queue_ms"]))
             record.compute_ms.append(float(message["compute_ms"]))
+            if "batch_size" in message:
+                record.batch_sizes.append(int(message["batch_size"]))
         mode = message.get("mode")
         if mode == "2pass-offline":
             record.sentences += 1
@@ -253,8 +256,16 @@ async def run_load(args: argparse.Namespace) -> list[StreamRecord]:
     ]
     progress = Progress(args.streams, quiet=args.quiet)
 
+    # Uniform phases: stream i starts at i/N of the ramp (with a ramp of one chunk, every
+    # phase of the chunk is taken once). Random: each start is drawn uniformly over the
+    # ramp, so that starts, and the chunks after them, bunch up as real arrivals do.
+    if args.arrivals == "random":
+        starts = sorted(np.random.default_rng(args.seed).uniform(0, args.ramp, args.streams))
+    else:
+        starts = [args.ramp * i / max(1, args.streams) for i in range(args.streams)]
+
     async def one(i: int) -> None:
-        await asyncio.sleep(args.ramp * i / max(1, args.streams))
+        await asyncio.sleep(starts[i])
         await run_stream(i, args, audios[i % len(audios)], records[i])
         progress.done(records[i])
 
@@ -368,6 +379,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0, help="synthetic audio length")
     parser.add_argument("--fast", action="store_true", help="send as fast as possible")
     parser.add_argument("--ramp", type=float, default=2.0, help="seconds to start all streams")
+    parser.add_argument(
+        "--arrivals",
+        choices=["uniform", "random"],
+        default="uniform",
+        help="stream starts spread evenly over --ramp, or drawn at random within it",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the random arrivals' seed")
     parser.add_argument("--chunk-size", default="5,10,5")
     parser.add_argument("--chunk-interval", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=30.0, help="per-message timeout")

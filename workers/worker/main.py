@@ -1,9 +1,10 @@
 """The worker process: load the engine once, then serve commands until told to stop.
 
 Runs in a process started with the ``spawn`` context (fork breaks CUDA and copies the
-parent's event loop). The loop drains every command already waiting (up to ``max_batch``
-audio items), hands the slots back at once, runs the engine on the batch, and sends every
-message of the step in one write on the result pipe.
+parent's event loop). The loop drains every command already waiting, hands the slots back
+at once, runs the engine on a step of them (one chunk per stream, up to ``max_batch``:
+``workers.worker.steps``), and sends every message of the step in one write on the result
+pipe.
 
 An engine that raises fails what it was doing, not the worker: a step's exception fails
 every stream of that step (one ``StreamFailed`` per piece, so each piece is still answered
@@ -37,8 +38,10 @@ from workers.ipc.launch import BatchPolicy, WorkerLaunch
 from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
 from workers.ipc.wire import CommandKind
 from workers.worker.batching import wait_for_more
+from workers.worker.steps import PendingCommands
 
 POLL_INTERVAL_S = 1.0
+RECEIVE_LIMIT = 100_000  # commands per receive: in effect all that wait (slots bound audio)
 
 
 def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
@@ -83,16 +86,21 @@ def _serve(
     idle_timeout_s: float,
 ) -> None:
     hold_finals = engine.capabilities.decodes_at_final
+    pending = PendingCommands(one_chunk_per_stream=not hold_finals)
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
     step_s = 0.0  # the last step's duration: what a held-open step must leave room for
     while True:
-        commands, freed = receiver.receive(policy.max_batch, POLL_INTERVAL_S)
+        # Everything waiting (the slots bound it): a step is composed from all of it.
+        received, freed = receiver.receive(RECEIVE_LIMIT, 0.0 if pending else POLL_INTERVAL_S)
         outbox: list[WorkerMessage] = []
         if freed:
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
-        if policy.wait_s > 0:
-            wait_for_more(receiver, results, policy, hold_finals, commands, step_s)
+        if policy.wait_s > 0 and not pending:
+            # With a backlog the step is full of known work already: no waiting for more.
+            wait_for_more(receiver, results, policy, hold_finals, received, step_s)
+        pending.extend(received)
+        commands = pending.take_step(policy.max_batch)
         started = time.monotonic()
         stopping = _apply(engine, commands, outbox)
         if any(c.header.kind is CommandKind.AUDIO for c in commands):

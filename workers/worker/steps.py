@@ -1,0 +1,76 @@
+"""Which of the commands a worker has received go into its next engine step (sans-I/O).
+
+A stream's chunks depend on each other (each decodes on the state the one before left), so
+two chunks of one stream can never share a model call: an engine runs them in successive
+calls ("rounds"). A step that took commands in arrival order, up to ``max_batch``, was
+therefore often a few streams' many chunks: a client sending faster than real time has a
+dozen chunks queued, and a step of 32 commands from 3 such streams ran as 11 model calls of
+2-3 rows. Measured on the large int8 model under ``bench.ws_load --fast``: 172 of 257 model
+calls had one row, at 57 ms a row against 28 ms in calls of 5-8, and every other stream of
+that worker waited behind all of them.
+
+So a step takes, for each stream, its commands up to and including its first chunk; the
+rest wait, in order, for the next step. Each step then advances every waiting stream by one
+chunk, in one model call of as many rows as there are streams (up to ``max_batch`` chunks),
+and a stream that arrives behind a fast one waits one step, not the fast one's backlog.
+
+Whole-utterance engines (``decodes_at_final``) take every waiting piece at once instead:
+their pieces before the final are only buffered, and a step per piece would cost a step's
+overhead each. Order is kept within each stream (its OPEN, its chunks, its CLOSE); across
+streams it does not matter. A STOP goes into a step only once nothing received before it
+is still waiting.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from workers.ipc.receiver import Command
+from workers.ipc.wire import CommandKind
+
+
+class PendingCommands:
+    """Commands received and not yet in a step, in arrival order."""
+
+    def __init__(self, one_chunk_per_stream: bool) -> None:
+        self._one_chunk_per_stream = one_chunk_per_stream
+        self._waiting: deque[Command] = deque()
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def extend(self, commands: Iterable[Command]) -> None:
+        self._waiting.extend(commands)
+
+    def take_step(self, max_batch: int) -> list[Command]:
+        """The next step's commands, in arrival order; at most ``max_batch`` chunks."""
+        step: list[Command] = []
+        kept: deque[Command] = deque()
+        held: set[int] = set()  # streams whose later commands wait for the next step
+        chunks = 0
+        while self._waiting:
+            command = self._waiting.popleft()
+            header = command.header
+            if header.kind is CommandKind.STOP:
+                if kept:
+                    kept.append(command)
+                    kept.extend(self._waiting)
+                    self._waiting.clear()
+                    break
+                step.append(command)
+                continue
+            if header.stream_id in held:
+                kept.append(command)
+                continue
+            if header.kind is CommandKind.AUDIO:
+                if chunks == max_batch:
+                    held.add(header.stream_id)
+                    kept.append(command)
+                    continue
+                chunks += 1
+                if self._one_chunk_per_stream:
+                    held.add(header.stream_id)
+            step.append(command)
+        self._waiting = kept
+        return step
