@@ -171,6 +171,7 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         engine="paraformer",  # PyTorch: the offline Paraformer has no ONNX export yet
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
+        worker_nice=table.OFFLINE_NICE.read(env),
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
         chunk_deadline_s=60.0,
     )

@@ -46,14 +46,19 @@ class Text(Kind[str]):
 
 
 class Integer(Kind[int]):
-    def __init__(self, least: int, *, even: bool = False) -> None:
+    def __init__(self, least: int, *, even: bool = False, most: int | None = None) -> None:
         self.least = least
+        self.most = most
         self.even = even
-        self.values = f"an {'even ' if even else ''}integer ≥ {least}"
+        if most is None:
+            self.values = f"an {'even ' if even else ''}integer ≥ {least}"
+        else:
+            self.values = f"an {'even ' if even else ''}integer from {least} to {most}"
 
     def parse(self, raw: str) -> int:
         value = int(raw)
-        if value < self.least or (self.even and value % 2):
+        too_big = self.most is not None and value > self.most
+        if value < self.least or too_big or (self.even and value % 2):
             raise ValueError(raw)
         return value
 

@@ -71,6 +71,8 @@ class PoolSettings:
     # the point where the oldest waiting chunk would miss it.
     chunk_deadline_s: float = table.CHUNK_DEADLINE_MS.default
     model_cache_dir: str = table.MODEL_CACHE.default
+    # Unix nice of the pool's workers (the offline pool's: ASR_OFFLINE_NICE).
+    worker_nice: int = 0
 
     def __post_init__(self) -> None:
         if self.transport not in ("shm", "queue"):
@@ -92,6 +94,8 @@ class PoolSettings:
             and self.step_seconds_per_audio_second >= 0
         ):
             raise ValueError("the step seconds per audio second must be zero or more")
+        if not 0 <= self.worker_nice <= 19:
+            raise ValueError("the workers' nice value must be from 0 to 19")
         if self.unhealthy_after_s <= 0:
             raise ValueError("unhealthy_after_s must be positive")
 

@@ -36,6 +36,7 @@ DEFAULT_MODEL = "paraformer-zh-streaming"
 
 AT_LEAST_1 = Integer(1)
 AT_LEAST_0 = Integer(0)
+NICENESS = Integer(0, most=19)  # Unix nice values a process may give itself
 SECONDS = Number("seconds", zero=False)
 SECONDS_OR_0 = Number("seconds", zero=True)
 MILLISECONDS = Number("milliseconds", zero=False, scale=0.001)  # read into seconds
@@ -347,6 +348,13 @@ OFFLINE_BATCH_WAIT_MS = Setting(
     0.05,
     "how long an offline worker holds a step open for more utterances ending",
 )
+OFFLINE_NICE = Setting(
+    "ASR_OFFLINE_NICE",
+    NICENESS,
+    10,
+    "how much lower the offline pool's workers run than the others (Unix nice): a"
+    " sentence's whole-utterance decode and punctuation yield the cores to streaming chunks",
+)
 VAD_MODEL = Setting(
     "ASR_VAD_MODEL",
     OrNone(MODEL_NAME),
@@ -442,6 +450,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     OFFLINE_MODEL,
     OFFLINE_DEVICES,
     OFFLINE_BATCH_WAIT_MS,
+    OFFLINE_NICE,
     VAD_MODEL,
     VAD_DEVICES,
     PUNC_MODEL,

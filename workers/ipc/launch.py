@@ -42,6 +42,7 @@ class WorkerLaunch:
     channel: Channel  # where its commands come from
     results: Connection  # where its messages go
     policy: BatchPolicy
+    nice: int = 0  # how much lower than the gateway the worker runs (Unix nice)
 
 
 def run_entry_point(

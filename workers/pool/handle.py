@@ -141,7 +141,7 @@ class WorkerHandle:
             self._settings.batch_wait_s,
             self._settings.chunk_deadline_s,
         )
-        launch = WorkerLaunch(self.spec, channel, results_child, policy)
+        launch = WorkerLaunch(self.spec, channel, results_child, policy, self._settings.worker_nice)
         self._process = context.Process(
             target=run_entry_point,
             args=(WORKER_MAIN, launch, self._engine_loader),

@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from shared.messages import (
     SlotsFreed,
@@ -47,6 +48,7 @@ RECEIVE_LIMIT = 100_000  # commands per receive: in effect all that wait (slots 
 def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
     """Entry point of a spawned worker (``workers.ipc.launch.WORKER_MAIN``)."""
     _leave_parents_session()
+    _lower_priority(launch.nice)
     spec, results = launch.spec, launch.results
     started = time.monotonic()
     try:
@@ -215,6 +217,27 @@ def _leave_parents_session() -> None:
     except PermissionError:  # already a process group leader: started on its own
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def _lower_priority(nice: int) -> None:
+    """Run ``nice`` lower than the gateway and the other pools' workers.
+
+    The worker leads a session of its own (above), and with the kernel's autogroups
+    (``kernel.sched_autogroup_enabled``, on in most distributions) the scheduler shares the
+    CPU between sessions first: a process's own nice value then only ranks it within its
+    session (sched(7), "The autogroup feature"). So the session's nice value is lowered
+    too; any process may lower its own.
+    """
+    if nice <= 0:
+        return
+    os.nice(nice)
+    try:
+        AUTOGROUP.write_text(str(nice))
+    except OSError:
+        pass  # no autogroups here (or not allowed): the process's own nice value does it
 
 
 def _describe(exc: BaseException) -> str:

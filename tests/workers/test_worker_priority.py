@@ -1,0 +1,53 @@
+"""The offline pool's workers run at a lower priority than the streaming pool's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gateway.settings import GatewaySettings
+from shared.settings import PoolSettings
+from workers.pool import WorkerPool
+
+pytestmark = pytest.mark.anyio
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
+
+
+def autogroup_nice(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except OSError:
+        return None
+
+
+async def test_a_pools_workers_run_at_its_nice_value_and_so_does_their_session() -> None:
+    own = os.nice(0)
+    settings = PoolSettings(model="checksum", devices=("cpu", "cpu"), worker_nice=7)
+    async with WorkerPool(settings) as pool:
+        for worker in pool.status():
+            assert niceness(worker.pid) == own + 7
+            group = autogroup_nice(worker.pid)
+            assert group is None or group == 7  # where the kernel has autogroups
+
+
+async def test_workers_run_at_the_gateways_priority_by_default() -> None:
+    own = os.nice(0)
+    async with WorkerPool(PoolSettings(model="checksum", devices=("cpu",))) as pool:
+        (worker,) = pool.status()
+        assert niceness(worker.pid) == own
+
+
+def test_the_offline_pool_is_niced_by_default_and_asr_offline_nice_sets_it() -> None:
+    env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum"}
+    offline = GatewaySettings.from_env(env).offline_pool
+    assert offline is not None and offline.worker_nice == 10
+    assert GatewaySettings.from_env(env).pool.worker_nice == 0
+    tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).offline_pool
+    assert tuned is not None and tuned.worker_nice == 3
+    with pytest.raises(ValueError, match="ASR_OFFLINE_NICE"):
+        GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "20"})
