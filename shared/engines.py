@@ -20,6 +20,7 @@ class EngineName(enum.StrEnum):
     PARAFORMER = "paraformer"  # FunASR's streaming Paraformer under PyTorch
     PARAFORMER_ONNX = "paraformer-onnx"  # the same model under ONNX Runtime, batched
     PARAFORMER_OFFLINE = "paraformer-offline"  # whole utterances, decoded at their end
+    PARAFORMER_OFFLINE_ONNX = "paraformer-offline-onnx"  # the same under ONNX Runtime
     FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
 
 

@@ -7,6 +7,7 @@ everything else reads what an engine does from its ``capabilities``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from shared.engines import EngineName
 from shared.messages import EngineSpec
@@ -36,6 +37,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.paraformer_offline import ParaformerOfflineEngine
 
             return ParaformerOfflineEngine.load(spec)
+        case EngineName.PARAFORMER_OFFLINE_ONNX:
+            from workers.engines.paraformer_offline_onnx import ParaformerOfflineOnnxEngine
+
+            return ParaformerOfflineOnnxEngine.load(spec)
         case EngineName.FSMN_VAD:
             from workers.engines.fsmn_vad import FsmnVadEngine
 
@@ -44,14 +49,29 @@ def load_engine(spec: EngineSpec) -> Engine:
     raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
 
 
-def select_engine(model_engine: EngineName, runtime: str) -> EngineName:
+def select_engine(
+    model_engine: EngineName, runtime: str, model_dir: str | None = None
+) -> EngineName:
     """The engine that serves a model: the one its kind calls for, except that ``runtime``
-    (``ASR_ENGINE``) picks how a streaming Paraformer runs, under PyTorch or ONNX Runtime."""
-    if model_engine is EngineName.PARAFORMER and runtime == EngineName.PARAFORMER_ONNX:
+    (``ASR_ENGINE``) picks how a Paraformer runs, under PyTorch or ONNX Runtime.
+
+    ``paraformer-onnx`` puts a streaming Paraformer on ``paraformer-onnx`` and an offline one
+    on ``paraformer-offline-onnx``, unless its class is one the offline export does not carry
+    (SeACo's hotwords, BiCifParaformer's timestamps), which ``model_dir`` tells: such a
+    model, or one whose directory is not given, stays on ``paraformer-offline``.
+    """
+    if runtime != EngineName.PARAFORMER_ONNX:
+        return model_engine
+    if model_engine is EngineName.PARAFORMER:
         return EngineName.PARAFORMER_ONNX
+    if model_engine is EngineName.PARAFORMER_OFFLINE and model_dir is not None:
+        from workers.engines.paraformer_offline_onnx import serves
+
+        if serves(Path(model_dir)):
+            return EngineName.PARAFORMER_OFFLINE_ONNX
     return model_engine
 
 
 def needs_onnx_export(engine: EngineName) -> bool:
     """Whether the engine loads an ONNX export of the model (``workers.models.export``)."""
-    return engine is EngineName.PARAFORMER_ONNX
+    return engine in (EngineName.PARAFORMER_ONNX, EngineName.PARAFORMER_OFFLINE_ONNX)

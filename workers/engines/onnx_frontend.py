@@ -8,6 +8,8 @@ that the features, and so the text, are the same (tests compare them with funasr
 - ``StreamingFrontend``: ``funasr.frontends.wav_frontend.WavFrontendOnline`` (fbank through
   kaldi-native-fbank, as funasr does without torchaudio; LFR; CMVN), per-stream state in a
   ``FrontendState``.
+- ``UtteranceFrontend``: ``funasr.frontends.wav_frontend.WavFrontend``, a whole utterance at
+  once (the offline Paraformer's, ``paraformer-offline-onnx``).
 - ``position_encoding``: ``StreamSinusoidalPositionEncoder.encode``.
 - ``load_sentence_postprocess``: funasr's own function, loaded without the package.
 
@@ -123,11 +125,13 @@ class StreamingFrontend:
         used = data[: (frames - 1) * self.shift_samples + self.frame_samples]
         return used, self._kaldi_fbank(data * np.float32(1 << 15))
 
-    def _kaldi_fbank(self, waveform: Floats) -> Floats:
+    def _kaldi_fbank(self, waveform: Floats, frame_length: float | None = None) -> Floats:
         knf = self._knf
         opts = knf.FbankOptions()
         opts.frame_opts.samp_freq = float(self.fs)
-        opts.frame_opts.frame_length_ms = self.frame_length
+        opts.frame_opts.frame_length_ms = (
+            self.frame_length if frame_length is None else frame_length
+        )
         opts.frame_opts.frame_shift_ms = self.frame_shift
         opts.frame_opts.dither = self.dither
         opts.frame_opts.snip_edges = True
@@ -162,6 +166,38 @@ class StreamingFrontend:
         dim = out.shape[1]
         out = (out + self.cmvn[0:1, :dim]) * self.cmvn[1:2, :dim]
         return out.astype(np.float32), splice_idx
+
+
+class UtteranceFrontend:
+    """fbank -> LFR -> CMVN over a whole utterance at once: funasr's offline ``WavFrontend``
+    on one waveform (what ``Paraformer.inference`` extracts), with the streaming frontend's
+    fbank options and CMVN."""
+
+    def __init__(self, cmvn_file: Path, conf: dict[str, Any]) -> None:
+        self._frontend = StreamingFrontend(cmvn_file, conf)
+
+    @property
+    def output_size(self) -> int:
+        return self._frontend.output_size
+
+    def __call__(self, samples: Floats) -> Floats:
+        """Features [frames, n_mels x lfr_m] of ``samples`` (float in [-1, 1))."""
+        f = self._frontend
+        # As WavFrontend: a clip shorter than a frame is one frame of its own length (in
+        # float32, as funasr's tensor division).
+        frame_length = min(
+            f.frame_length, float(np.float32(len(samples)) / np.float32(f.fs) * np.float32(1000))
+        )
+        feats = f._kaldi_fbank(samples.astype(np.float32) * np.float32(1 << 15), frame_length)
+        if not len(feats):
+            return np.zeros((0, f.output_size), np.float32)
+        if f.lfr_m != 1 or f.lfr_n != 1:
+            # WavFrontend's apply_lfr: the first frame repeated (lfr_m - 1) // 2 times in
+            # front, then the windows of a final piece.
+            padded = np.concatenate((np.repeat(feats[:1], (f.lfr_m - 1) // 2, axis=0), feats))
+            feats, _, _ = _apply_lfr(padded, f.lfr_m, f.lfr_n, is_final=True)
+        dim = feats.shape[1]
+        return ((feats + f.cmvn[0:1, :dim]) * f.cmvn[1:2, :dim]).astype(np.float32)
 
 
 def _frame_count(samples: int, frame_samples: int, shift_samples: int) -> int:

@@ -95,11 +95,17 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         if spec.model_dir is None:
             raise ValueError("the paraformer-offline engine needs a model directory")
         model = load_automodel(spec.model_dir, spec.device, spec.threads)
-        punctuator = None
-        if spec.punc_model_dir is not None:
-            punctuator = load_automodel(spec.punc_model_dir, spec.device, spec.threads)
+        punctuator = cls._load_punctuator(spec)
         model_dir = Path(spec.model_dir)
         return cls(model, punctuator, supports_hotwords(model_dir), gives_timestamps(model_dir))
+
+    @staticmethod
+    def _load_punctuator(spec: EngineSpec) -> Any:
+        """The pool's punctuation model, or None (``paraformer-offline-onnx`` loads its
+        own here too)."""
+        if spec.punc_model_dir is None:
+            return None
+        return load_automodel(spec.punc_model_dir, spec.device, spec.threads)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         hotwords = options.hotwords if self._takes_hotwords else ()
@@ -131,30 +137,42 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         times: list[Timestamps] = [()] * len(finals)
         errors: list[str | None] = [None] * len(finals)
         for group in _calls(finals):
-            inputs = [to_float(finals[i].audio) for i in group]
-            words = finals[group[0]].hotwords
-            hotword: dict[str, str | None] = {}
-            if self._takes_hotwords:
-                # None without words: funasr then skips the bias path. Said every time: funasr
-                # 1.2 merged each call's options into AutoModel.kwargs for good, so the last
-                # stream's words would bias the next (1.4.16 resets them per call).
-                hotword["hotword"] = hotword_argument(words) if words else None
             try:
-                results = self._model.generate(
-                    input=inputs, batch_size=len(inputs), disable_pbar=True, **hotword
-                )
+                results = self._recognise([finals[i] for i in group])
             except Exception as exc:  # the call failed: so did every utterance in it
                 for i in group:
                     errors[i] = engine_error(exc)
                 continue
-            for i, result in zip(group, results, strict=True):
-                texts[i] = str(result.get("text", ""))
-                times[i] = tuple((int(s), int(e)) for s, e in result.get("timestamp", ()))
+            for i, (text, stamps) in zip(group, results, strict=True):
+                texts[i], times[i] = text, stamps
         if self._punctuator is not None:
             for i, text in enumerate(texts):
                 if text and errors[i] is None:
                     texts[i], errors[i] = self._punctuate(text)
         return texts, times, errors
+
+    def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
+        """The text and token times of each of ``finals`` (one hotword set, similar
+        lengths): one ``generate`` call. (``paraformer-offline-onnx`` runs its graph here,
+        and shares everything else.)"""
+        inputs = [to_float(final.audio) for final in finals]
+        words = finals[0].hotwords
+        hotword: dict[str, str | None] = {}
+        if self._takes_hotwords:
+            # None without words: funasr then skips the bias path. Said every time: funasr
+            # 1.2 merged each call's options into AutoModel.kwargs for good, so the last
+            # stream's words would bias the next (1.4.16 resets them per call).
+            hotword["hotword"] = hotword_argument(words) if words else None
+        results = self._model.generate(
+            input=inputs, batch_size=len(inputs), disable_pbar=True, **hotword
+        )
+        return [
+            (
+                str(result.get("text", "")),
+                tuple((int(s), int(e)) for s, e in result.get("timestamp", ())),
+            )
+            for result in results
+        ]
 
     def _punctuate(self, text: str) -> tuple[str, str | None]:
         """CT-Transformer's punctuated ``text`` (one text per call: funasr's punctuation

@@ -2,6 +2,8 @@
 
     python -m workers.models.export MODEL_DIR [--int8]
 
+(An offline Paraformer's directory goes to ``workers.models.export_offline``.)
+
 Writes ``MODEL_DIR/onnx-gateway/``: ``encoder.onnx``, ``decoder.onnx`` (and with ``--int8``
 their int8 ``*_int8.onnx``), and ``manifest.json``, which records what they
 were exported from; a later call (every gateway start with the ONNX engine makes one) finds
@@ -173,6 +175,17 @@ def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles) -> None:
     encoder and decoder while decoding speech-like audio. Fixed scales make a stream's
     output independent of its batch-mates (dynamic quantization picks them per call), and
     the integer kernels run faster (VNNI). funasr's exclusions: the output layer, biases."""
+    encoder_feeds, decoder_feeds = _calibration_feeds(model_dir)
+    for source, target, feeds in (
+        (fp32.encoder, int8.encoder, encoder_feeds),
+        (fp32.decoder, int8.decoder, decoder_feeds),
+    ):
+        quantize_matmuls(source, target, feeds)
+
+
+def quantize_matmuls(source: Path, target: Path, feeds: list[dict[str, Any]]) -> None:
+    """``_quantize``'s recipe for one graph (the offline export's too): ``target`` is
+    ``source`` with its MatMuls statically quantized, calibrated on ``feeds``."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationMethod,
@@ -181,28 +194,23 @@ def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles) -> None:
         quantize_static,
     )
 
-    encoder_feeds, decoder_feeds = _calibration_feeds(model_dir)
-    for source, target, feeds in (
-        (fp32.encoder, int8.encoder, encoder_feeds),
-        (fp32.decoder, int8.decoder, decoder_feeds),
-    ):
-        nodes = [node.name for node in onnx.load(str(source)).graph.node]
-        excluded = [n for n in nodes if "output" in n or "bias_encoder" in n or "bias_decoder" in n]
-        with tempfile.TemporaryDirectory(dir=int8.directory) as scratch:
-            partial = Path(scratch) / target.name
-            quantize_static(
-                model_input=str(source),
-                model_output=str(partial),
-                calibration_data_reader=_FeedReader(feeds),
-                quant_format=QuantFormat.QOperator,
-                op_types_to_quantize=["MatMul"],
-                per_channel=True,
-                activation_type=QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                calibrate_method=CalibrationMethod.MinMax,
-                nodes_to_exclude=excluded,
-            )
-            os.replace(partial, target)
+    nodes = [node.name for node in onnx.load(str(source)).graph.node]
+    excluded = [n for n in nodes if "output" in n or "bias_encoder" in n or "bias_decoder" in n]
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        partial = Path(scratch) / target.name
+        quantize_static(
+            model_input=str(source),
+            model_output=str(partial),
+            calibration_data_reader=_FeedReader(feeds),
+            quant_format=QuantFormat.QOperator,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+            nodes_to_exclude=excluded,
+        )
+        os.replace(partial, target)
 
 
 class _FeedReader:
@@ -277,6 +285,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.model_dir} is not a FunASR model directory", file=sys.stderr)
         return 2
     started = time.monotonic()
+    from workers.models import export_offline
+
+    if export_offline.is_offline_model_dir(args.model_dir):  # a whole-utterance Paraformer
+        try:
+            offline = export_offline.export_offline(args.model_dir, args.int8, args.threads)
+        except ValueError as exc:  # a class it does not export
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"{offline.model} ready in {time.monotonic() - started:.1f} s")
+        return 0
     files = export(args.model_dir, args.int8, args.threads)
     print(f"{files.encoder} and {files.decoder} ready in {time.monotonic() - started:.1f} s")
     return 0

@@ -185,7 +185,7 @@ class WorkerPool:
                 resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
             )
             punc_model_dir = punc.model_dir
-        engine = select_engine(self.model.engine, settings.engine)
+        engine = select_engine(self.model.engine, settings.engine, self.model.model_dir)
         if needs_onnx_export(engine):
             assert self.model.model_dir is not None
             await ensure_onnx_export(self.model.model_dir, settings.onnx_precision)
