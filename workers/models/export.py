@@ -43,7 +43,10 @@ from workers.engines.onnx_files import (
     up_to_date,
 )
 
-OPSET = 14
+# Re-exported: workers.models.export_punc takes the opset and the atomic write from here.
+from workers.models.export_common import OPSET as OPSET
+from workers.models.export_common import _write_atomically as _write_atomically
+from workers.models.export_common import quantize_matmuls
 
 
 def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
@@ -183,46 +186,6 @@ def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles) -> None:
         quantize_matmuls(source, target, feeds)
 
 
-def quantize_matmuls(source: Path, target: Path, feeds: list[dict[str, Any]]) -> None:
-    """``_quantize``'s recipe for one graph (the offline export's too): ``target`` is
-    ``source`` with its MatMuls statically quantized, calibrated on ``feeds``."""
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    nodes = [node.name for node in onnx.load(str(source)).graph.node]
-    excluded = [n for n in nodes if "output" in n or "bias_encoder" in n or "bias_decoder" in n]
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        partial = Path(scratch) / target.name
-        quantize_static(
-            model_input=str(source),
-            model_output=str(partial),
-            calibration_data_reader=_FeedReader(feeds),
-            quant_format=QuantFormat.QOperator,
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,
-            nodes_to_exclude=excluded,
-        )
-        os.replace(partial, target)
-
-
-class _FeedReader:
-    """onnxruntime's CalibrationDataReader over recorded feeds."""
-
-    def __init__(self, feeds: list[dict[str, Any]]) -> None:
-        self._feeds = iter(feeds)
-
-    def get_next(self) -> dict[str, Any] | None:
-        return next(self._feeds, None)
-
-
 def _calibration_feeds(model_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Decode speech-like audio with the fp32 engine, several streams batched, recording
     every encoder and decoder input. (Random weights make any audio as good as any other;
@@ -267,12 +230,6 @@ def _calibration_feeds(model_dir: Path) -> tuple[list[dict[str, Any]], list[dict
             ]
             engine.feed(items)
     return recorded["encoder"], recorded["decoder"]
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-        handle.write(data)
-    os.replace(handle.name, path)
 
 
 def main(argv: list[str] | None = None) -> int:

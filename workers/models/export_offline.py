@@ -55,7 +55,7 @@ from workers.engines.onnx_files import (
     up_to_date,
 )
 from workers.engines.paraformer_offline_onnx import EXPORTED_MODEL_CLASSES, serves
-from workers.models.export import OPSET, _write_atomically, quantize_matmuls
+from workers.models.export_common import OPSET, _write_atomically, quantize_matmuls
 from workers.models.resolve import OFFLINE_MODEL_CLASSES
 
 CALIBRATION_SECONDS = (1.0, 1.6, 2.3, 3.0, 3.0, 3.4, 4.1, 4.8, 5.5, 6.0)
