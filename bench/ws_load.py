@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import sys
 import time
@@ -64,6 +65,9 @@ class StreamRecord:
     error: str | None = None
     verified: bool | None = None
     sentences: int = 0  # 2pass: 2pass-offline results
+    # A server without our timing fields: partials matched to chunks in order.
+    answered_in_order: int = 0
+    chunks_in_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,23 @@ def expected_checksum(audio: npt.NDArray[np.int16]) -> str:
     return f"{len(audio)}:{zlib.crc32(audio.astype('<i2').tobytes()):08x}"
 
 
+class SendLog:
+    """When each frame's last byte was sent: the send time of any byte of the stream."""
+
+    def __init__(self) -> None:
+        self._ends: list[int] = []  # bytes sent, after each frame
+        self._times: list[float] = []
+
+    def record(self, end_byte: int, at: float) -> None:
+        self._ends.append(end_byte)
+        self._times.append(at)
+
+    def time_of(self, end_byte: int) -> float | None:
+        """When the byte before ``end_byte`` went out; None if it has not."""
+        index = bisect.bisect_left(self._ends, end_byte)
+        return self._times[index] if index < len(self._times) else None
+
+
 async def run_stream(
     index: int,
     args: argparse.Namespace,
@@ -136,8 +157,7 @@ async def run_stream(
         "is_speaking": True,
         "timing": True,
     }
-    # The send time of the byte that completes each model chunk, to match results by seq.
-    chunk_done_at: dict[int, float] = {}
+    sent = SendLog()
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
     try:
         async with websockets.connect(
@@ -159,16 +179,14 @@ async def run_stream(
                         await asyncio.sleep(max(0.0, due - time.perf_counter()))
                     await ws.send(frame)
                     now = time.perf_counter()
-                    sent_end = offset + len(frame)
-                    for k in range(sent_end // chunk_bytes):
-                        chunk_done_at.setdefault(k, now)
+                    sent.record(offset + len(frame), now)
                 await ws.send(json.dumps({"is_speaking": False}))
                 end_sent.append(time.perf_counter())
 
             async with asyncio.TaskGroup() as group:
                 sender = group.create_task(send())
                 try:
-                    await receive(ws, record, started, chunk_done_at, end_sent, audio, args)
+                    await receive(ws, record, started, sent, chunk_bytes, end_sent, audio, args)
                 finally:
                     sender.cancel()  # done already, unless the session ended early
     except websockets.InvalidStatus as exc:
@@ -190,7 +208,8 @@ async def receive(
     ws: Any,
     record: StreamRecord,
     started: float,
-    chunk_done_at: dict[int, float],
+    sent: SendLog,
+    chunk_bytes: int,
     end_sent: list[float],
     audio: npt.NDArray[np.int16],
     args: argparse.Namespace,
@@ -227,9 +246,25 @@ async def receive(
             continue  # a sentence settled: not a partial
         if record.first_partial_s is None:
             record.first_partial_s = now - started
+        # A chunk's latency runs from the send of the byte that completed it. Our results
+        # say where their audio ends (audio_end_ms: 2pass sentences restart seq); a server
+        # that says nothing (FunASR's own) is taken to answer chunks in order, one partial
+        # each: a chunk it skips (no text) then counts against the ones after it.
+        end_ms = message.get("audio_end_ms")
         seq = message.get("seq")
-        if mode == "online" and isinstance(seq, int) and seq in chunk_done_at:
-            record.chunk_latencies_s.append(now - chunk_done_at[seq])
+        if isinstance(end_ms, int):
+            end_byte = end_ms * SAMPLE_RATE // 1000 * BYTES_PER_SAMPLE
+        elif isinstance(seq, int):
+            if mode != "online":
+                continue  # a 2pass sentence's seq: where its audio ends is unknown
+            end_byte = (seq + 1) * chunk_bytes
+        else:
+            record.chunks_in_order = True
+            end_byte = (record.answered_in_order + 1) * chunk_bytes
+            record.answered_in_order += 1
+        sent_at = sent.time_of(end_byte)
+        if sent_at is not None:
+            record.chunk_latencies_s.append(now - sent_at)
 
 
 def partitioned(last_partials: list[str], sentences: int, audio: npt.NDArray[np.int16]) -> bool:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from gateway.segment import join_texts
-from shared.messages import StreamResult
+from shared.messages import SAMPLE_RATE, StreamResult
+
+BYTES_PER_SECOND = SAMPLE_RATE * 2  # 16-bit mono
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 
@@ -147,26 +149,47 @@ class Partials:
     """A streaming pass: every result with text (or every one, with ``timing``) as it
     comes. ``final``: the pass ends the utterance (``online``), so its final result is
     always sent, with ``is_final``; a 2pass sentence's streaming pass is never final (its
-    offline pass follows)."""
+    offline pass follows).
+
+    With ``timing``, each chunk's result also says where in the utterance its audio ends
+    (``audio_end_ms``; ``origin_bytes``: the utterance's audio before this pass, a 2pass
+    sentence's start), so that a client can time it from the moment it sent that audio,
+    whichever sentence it is in (``seq`` counts a pass's chunks). A final piece's result
+    says nothing: it is the rest of the audio, not a chunk."""
 
     unfinished = "the stream ended without its final result"
 
-    def __init__(self, mode: ResultMode, label: Label, *, final: bool, timing: bool) -> None:
+    def __init__(
+        self,
+        mode: ResultMode,
+        label: Label,
+        *,
+        final: bool,
+        timing: bool,
+        chunk_bytes: int = 0,
+        origin_bytes: int = 0,
+    ) -> None:
         self.mode = mode
         self.label = label
         self.final = final
         self.timing = timing
+        self._chunk_bytes = chunk_bytes
+        self._origin_bytes = origin_bytes
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         is_final = self.final and result.is_final
         if not (result.text or is_final or self.timing):
             return []
+        extra = timing_fields(result, worker)
+        if self.timing and self._chunk_bytes and not result.is_final:
+            end = self._origin_bytes + (result.seq + 1) * self._chunk_bytes
+            extra["audio_end_ms"] = end * 1000 // BYTES_PER_SECOND
         frame = result_message(
             mode=self.mode,
             text=result.text,
             wav_name=self.label.wav_name,
             is_final=is_final,
-            extra=timing_fields(result, worker),
+            extra=extra,
         )
         return [frame]
 

@@ -29,7 +29,13 @@ class Online(Utterance):
         self._cutter = ChunkCutter(config.chunk_bytes)
 
     def start(self) -> list[Action]:
-        frames = Partials("online", self.label, final=True, timing=self.config.timing)
+        frames = Partials(
+            "online",
+            self.label,
+            final=True,
+            timing=self.config.timing,
+            chunk_bytes=self.config.chunk_bytes,
+        )
         return [
             OpenStream(self._stream, self.config.stream_options()),
             RelayResults((self._stream,), frames, last=True),

@@ -47,7 +47,14 @@ class TwoPass(Utterance):
         """A streaming pass for the sentence starting now."""
         self._streaming = StreamRef(Pool.STREAMING)
         self._cutter = ChunkCutter(self.config.chunk_bytes)
-        frames = Partials("2pass-online", self.label, final=False, timing=self.config.timing)
+        frames = Partials(
+            "2pass-online",
+            self.label,
+            final=False,
+            timing=self.config.timing,
+            chunk_bytes=self.config.chunk_bytes,
+            origin_bytes=self.sentence_origin,
+        )
         return [
             OpenStream(self._streaming, self.config.stream_options()),
             RelayResults((self._streaming,), frames, last=False),

@@ -122,6 +122,25 @@ def test_with_timing_every_result_is_a_frame() -> None:
     assert len(frames.push(result(""), worker=0)) == 1
 
 
+def test_with_timing_a_chunks_result_says_where_its_audio_ends_in_the_utterance() -> None:
+    # A 2pass sentence that starts 1 s (32000 bytes) into the utterance, 600 ms chunks.
+    frames = Partials(
+        "2pass-online",
+        Label("2pass", "w"),
+        final=False,
+        timing=True,
+        chunk_bytes=19200,
+        origin_bytes=32000,
+    )
+    (second_chunk,) = frames.push(StreamResult(1, 1, "好", False), worker=0)
+    assert json.loads(second_chunk)["audio_end_ms"] == 1000 + 2 * 600
+    (rest,) = frames.push(StreamResult(1, 2, "", True), worker=0)
+    assert "audio_end_ms" not in json.loads(rest)  # the final piece is not a whole chunk
+    untimed = Partials("online", Label("online", "w"), final=True, timing=False)
+    (plain,) = untimed.push(result("你"), worker=0)
+    assert "audio_end_ms" not in json.loads(plain)
+
+
 def test_a_whole_decode_is_one_frame_with_the_sums_of_its_pieces() -> None:
     frames = WholeText(
         "offline", Label("offline", "w"), final=True, offsets_ms=[0], text_is_delta=True
