@@ -168,7 +168,9 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         model=model,
         kind="offline",
         punc_model=punc_model,
-        engine="paraformer",  # PyTorch: the offline Paraformer has no ONNX export yet
+        # ASR_ENGINE is the runtime of every pool: paraformer-onnx runs the offline
+        # Paraformer on ONNX Runtime too (workers.engines.select_engine keeps the models
+        # it has no export for on PyTorch), with the same ASR_ONNX_PRECISION.
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
         worker_nice=table.OFFLINE_NICE.read(env),
@@ -187,7 +189,7 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
         pool,
         model=model,
         kind="vad",
-        engine="paraformer",  # PyTorch (no ONNX); the pool's model makes it fsmn-vad
+        # As the offline pool: ASR_ENGINE=paraformer-onnx runs the vectorised FSMN-VAD.
         devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
         batch_wait_s=0.0,

@@ -274,7 +274,8 @@ ENGINE = Setting(
     Choice(ENGINES),
     "paraformer",
     "`paraformer` (PyTorch, funasr's code) or `paraformer-onnx` (ONNX Runtime, batched steps;"
-    " exported once at start-up)",
+    " exported once at start-up), for every pool: the streaming and offline Paraformers,"
+    " the FSMN-VAD and the punctuation (a model with no ONNX engine stays on PyTorch)",
 )
 ONNX_PRECISION = Setting(
     "ASR_ONNX_PRECISION",
