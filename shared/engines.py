@@ -22,6 +22,7 @@ class EngineName(enum.StrEnum):
     PARAFORMER_OFFLINE = "paraformer-offline"  # whole utterances, decoded at their end
     PARAFORMER_OFFLINE_ONNX = "paraformer-offline-onnx"  # the same under ONNX Runtime
     FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
+    FSMN_VAD_ONNX = "fsmn-vad-onnx"  # the same VAD, all streams' frames in one call
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.fsmn_vad import FsmnVadEngine
 
             return FsmnVadEngine.load(spec)
+        case EngineName.FSMN_VAD_ONNX:
+            from workers.engines.fsmn_vad_onnx import FsmnVadOnnxEngine
+
+            return FsmnVadOnnxEngine.load(spec)
     known = ", ".join(EngineName)
     raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
 
@@ -64,6 +68,8 @@ def select_engine(
         return model_engine
     if model_engine is EngineName.PARAFORMER:
         return EngineName.PARAFORMER_ONNX
+    if model_engine is EngineName.FSMN_VAD:
+        return EngineName.FSMN_VAD_ONNX  # torch-free too: no export, all streams in one call
     if model_engine is EngineName.PARAFORMER_OFFLINE and model_dir is not None:
         from workers.engines.paraformer_offline_onnx import serves
 

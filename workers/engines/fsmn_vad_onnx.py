@@ -1,0 +1,455 @@
+"""FunASR's streaming FSMN-VAD for all of a worker's streams at once, without torch.
+
+The ``fsmn-vad`` engine calls funasr's ``generate`` once per stream and piece. This one
+gives the same answers (a piece's ``segments`` are funasr's segment list for it:
+``((beg, -1),)``, ``((-1, end),)``, ``((beg, end),)`` or ``()``) from one encoder call per
+worker step, for every stream's new frames:
+
+- Per stream, on the host: the 60 ms strides funasr cuts a piece into (the rest waits for
+  the next piece; a final piece flushes it), the streaming frontend
+  (``onnx_frontend.StreamingFrontend``, bit for bit funasr's ``WavFrontendOnline``), the
+  samples aligned with each frame that its energy is read from, the FSMN encoder's
+  per-layer memory, and funasr's per-frame decisions (``fsmn_vad_state.StreamingVad``).
+- Once per step: the FSMN encoder under ONNX Runtime, over all streams' new frames
+  concatenated by stream, each stream's memory in front of its own frames. There is no
+  padding: a stream's scores are the ones it would get alone.
+
+The graph is built in memory when the worker loads, from the model's own ``model.pt``
+(read without torch, ``torch_checkpoint``): there is no export step. Neither torch nor
+funasr is imported. The end-of-sentence silence is the model's ``max_end_silence_time``,
+as the ``fsmn-vad`` engine passes it.
+
+The encoder's float32 arithmetic is ONNX Runtime's, not torch's: a frame's scores differ
+from funasr's by float32 rounding. A frame's decision follows from its silence score
+against a threshold (and its energy, which is computed exactly as funasr does), so the
+segments are funasr's unless a frame's score lies within that rounding of the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shared.engines import EngineCapabilities, EngineName
+from shared.messages import EngineSpec, StreamOptions
+from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.fsmn_vad_state import Segment, StreamingVad, VadOptions
+from workers.engines.onnx_frontend import FrontendState, StreamingFrontend
+from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.torch_checkpoint import load_state_dict
+
+Floats = npt.NDArray[np.float32]
+Indices = npt.NDArray[np.int64]
+STRIDE_MS = 60  # funasr's VAD steps through a piece in strides of this; the rest waits
+INT16_SCALE = np.float32(32768.0)  # int16 PCM to funasr's float in [-1, 1)
+OPSET = 17
+_EMPTY = np.zeros(0, np.float32)
+
+
+# -- the model -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderShape:
+    """funasr's ``FSMN`` encoder, from ``encoder_conf``."""
+
+    input_dim: int
+    layers: int
+    proj_dim: int
+    lorder: int
+    lstride: int
+    use_softmax: bool
+
+    @property
+    def memory(self) -> int:
+        """Frames of each layer's memory: what ``FSMNBlock`` caches."""
+        return (self.lorder - 1) * self.lstride
+
+    @classmethod
+    def from_conf(cls, conf: dict[str, Any]) -> EncoderShape:
+        if int(conf.get("rorder", 0)) > 0:
+            # funasr's streaming right context pads each call's frames with zeros: its
+            # scores depend on how the audio was cut. fsmn-vad's models have none.
+            raise ValueError("the fsmn-vad-onnx engine takes FSMN encoders with rorder 0")
+        return cls(
+            input_dim=int(conf["input_dim"]),
+            layers=int(conf["fsmn_layers"]),
+            proj_dim=int(conf["proj_dim"]),
+            lorder=int(conf["lorder"]),
+            lstride=int(conf.get("lstride", 1)),
+            use_softmax=bool(conf.get("use_softmax", True)),
+        )
+
+
+def encoder_graph(
+    weights: dict[str, Floats], shape: EncoderShape, sil_pdf_ids: Sequence[int]
+) -> bytes:
+    """funasr's ``FSMN.forward`` (streaming, with its cache) as an ONNX graph over several
+    streams' frames at once, returning only the silence pdfs' scores.
+
+    Inputs: ``feats`` [N, input_dim], all streams' new frames, stream after stream;
+    ``memory_<l>`` [S * M, proj_dim], each stream's ``M`` frames of layer ``l``'s memory;
+    ``build``, ``pick`` and ``keep`` (:func:`layout`), which lay each stream's memory in
+    front of its own frames, pick the frames' outputs and the new memory out. Outputs:
+    ``silence`` [N, len(sil_pdf_ids)] and ``new_memory_<l>`` [S * M, proj_dim].
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[onnx.TensorProto] = []
+
+    def const(name: str, value: npt.NDArray[Any]) -> str:
+        initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+    def tensor(name: str) -> Floats:
+        key = f"encoder.{name}"
+        if f"module.{key}" in weights:
+            key = f"module.{key}"  # as funasr's loader, which looks for this prefix first
+        return np.ascontiguousarray(weights[key], dtype=np.float32)
+
+    def weight(name: str) -> str:
+        return const(name, tensor(name))
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def affine(x: str, name: str, bias: bool = True) -> str:
+        inputs = [x, weight(f"{name}.linear.weight")]
+        if bias:
+            inputs.append(weight(f"{name}.linear.bias"))
+        return node("Gemm", inputs, f"{name}.out", transB=1)
+
+    axis0 = const("axis0", np.array([0], np.int64))
+    x = node("Relu", [affine(affine("feats", "in_linear1"), "in_linear2")], "in.relu")
+    for layer in range(shape.layers):
+        prefix = f"fsmn.{layer}"
+        x1 = affine(x, f"{prefix}.linear", bias=False)
+        joined = node("Concat", [f"memory_{layer}", x1], f"{prefix}.joined", axis=0)
+        laid = node("Gather", [joined, "build"], f"{prefix}.laid", axis=0)
+        node("Gather", [laid, "keep"], f"new_memory_{layer}", axis=0)
+        by_channel = node("Transpose", [laid], f"{prefix}.by_channel", perm=[1, 0])
+        channels = node("Unsqueeze", [by_channel, axis0], f"{prefix}.channels")
+        # Conv2d's [proj, 1, lorder, 1] kernel over time is a Conv1d's [proj, 1, lorder].
+        kernel = tensor(f"{prefix}.fsmn_block.conv_left.weight")[..., 0]
+        conv = node(
+            "Conv",
+            [channels, const(f"{prefix}.kernel", np.ascontiguousarray(kernel))],
+            f"{prefix}.conv",
+            group=shape.proj_dim,
+            kernel_shape=[shape.lorder],
+            dilations=[shape.lstride],
+        )
+        squeezed = node("Squeeze", [conv, axis0], f"{prefix}.squeezed")
+        rows = node("Transpose", [squeezed], f"{prefix}.rows", perm=[1, 0])
+        remembered = node("Gather", [rows, "pick"], f"{prefix}.remembered", axis=0)
+        y = node("Add", [x1, remembered], f"{prefix}.sum")
+        x = node("Relu", [affine(y, f"{prefix}.affine")], f"{prefix}.relu")
+    scores = affine(affine(x, "out_linear1"), "out_linear2")
+    if shape.use_softmax:
+        scores = node("Softmax", [scores], "softmax", axis=-1)
+    ids = const("sil_pdf_ids", np.array(list(sil_pdf_ids), np.int64))
+    node("Gather", [scores, ids], "silence", axis=1)
+
+    dim = shape.proj_dim
+    inputs = [
+        helper.make_tensor_value_info("feats", TensorProto.FLOAT, ["N", shape.input_dim]),
+        *(
+            helper.make_tensor_value_info(f"memory_{i}", TensorProto.FLOAT, ["SM", dim])
+            for i in range(shape.layers)
+        ),
+        *(
+            helper.make_tensor_value_info(name, TensorProto.INT64, [length])
+            for name, length in (("build", "L"), ("pick", "N"), ("keep", "SM"))
+        ),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("silence", TensorProto.FLOAT, ["N", len(sil_pdf_ids)]),
+        *(
+            helper.make_tensor_value_info(f"new_memory_{i}", TensorProto.FLOAT, ["SM", dim])
+            for i in range(shape.layers)
+        ),
+    ]
+    graph = helper.make_graph(nodes, "fsmn_vad_encoder", inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8  # what opset 17 needs; newer onnx packages write newer by default
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
+def layout(lengths: Sequence[int], memory: int) -> tuple[Indices, Indices, Indices]:
+    """The graph's ``build``, ``pick`` and ``keep`` for streams of ``lengths`` new frames.
+
+    The encoder's layer sees ``[memories of all S streams; new frames of all]`` (``S * M + N``
+    rows) and lays them out as ``[memory 0, frames 0, memory 1, frames 1, ...]`` (``build``).
+    A causal convolution of ``M + 1`` taps over that layout gives, at ``b_s + i``, stream
+    ``s``'s frame ``i`` from its own memory and frames only (``pick``; ``b_s`` is where its
+    block starts); its new memory is its block's last ``M`` rows (``keep``).
+    """
+    streams = len(lengths)
+    build: list[Indices] = []
+    pick: list[Indices] = []
+    keep: list[Indices] = []
+    frame = 0
+    block = 0
+    steps = np.arange(memory, dtype=np.int64)
+    for s, length in enumerate(lengths):
+        own = np.arange(length, dtype=np.int64)
+        build += [s * memory + steps, streams * memory + frame + own]
+        pick.append(block + own)
+        keep.append(block + length + steps)
+        frame += length
+        block += memory + length
+    return np.concatenate(build), np.concatenate(pick), np.concatenate(keep)
+
+
+@dataclass(frozen=True, slots=True)
+class VadModel:
+    """What the engine reads from a model directory."""
+
+    options: VadOptions
+    frontend_conf: dict[str, Any]
+    encoder: EncoderShape
+    graph: bytes
+
+    @classmethod
+    def read(cls, model_dir: Path) -> VadModel:
+        import yaml
+
+        config = yaml.safe_load((model_dir / "config.yaml").read_text())
+        if config.get("frontend", "WavFrontendOnline") != "WavFrontendOnline":
+            raise ValueError(f"{model_dir}: the engine runs WavFrontendOnline only")
+        options = VadOptions.from_model_conf(config.get("model_conf") or {})
+        encoder = EncoderShape.from_conf(config["encoder_conf"])
+        weights = load_state_dict(model_dir / "model.pt")
+        graph = encoder_graph(weights, encoder, options.sil_pdf_ids)
+        return cls(options, dict(config.get("frontend_conf") or {}), encoder, graph)
+
+
+# -- the frontend's aligned samples ------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AlignedWaveform:
+    """The samples behind each frame the frontend emits: funasr's ``WavFrontendOnline``
+    with ``return_waveform`` (its ``waveform_buffer``), whose ``aligned_waveforms`` are what
+    the VAD reads each frame's energy from."""
+
+    frame_samples: int
+    shift_samples: int  # per output (LFR) frame
+    buffer: Floats = field(default_factory=lambda: _EMPTY)
+    buffer_start: int = 0  # the stream sample that buffer[0] is
+    emitted: int = 0  # frames emitted so far
+
+    def push(self, samples: Floats) -> None:
+        if len(samples):
+            self.buffer = np.concatenate((self.buffer, samples))
+
+    def take(self, frames: int) -> Floats:
+        """The samples of the next ``frames`` frames; older samples are let go."""
+        start = self.emitted * self.shift_samples
+        end = start + (frames - 1) * self.shift_samples + self.frame_samples
+        buffer_end = self.buffer_start + len(self.buffer)
+        if start < self.buffer_start or end > buffer_end:
+            raise RuntimeError(
+                "Frontend emitted LFR frames without enough waveform samples: "
+                f"need [{start}, {end}), have [{self.buffer_start}, {buffer_end})"
+            )
+        aligned = self.buffer[start - self.buffer_start : end - self.buffer_start].copy()
+        self.emitted += frames
+        next_start = min(self.emitted * self.shift_samples, buffer_end)
+        self.buffer = self.buffer[next_start - self.buffer_start :]
+        self.buffer_start = next_start
+        return aligned
+
+
+# -- the engine ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Stream:
+    frontend: FrontendState
+    waveform: AlignedWaveform
+    vad: StreamingVad
+    memory: list[Floats]  # per encoder layer [M, proj_dim]
+    prev_samples: Floats = field(default_factory=lambda: _EMPTY)  # less than a stride
+
+
+@dataclass(slots=True)
+class _Stride:
+    """One stride's frames, their samples, and (once the encoder ran) their scores."""
+
+    item_index: int
+    feats: Floats
+    waveform: Floats
+    final: bool
+    silence: Floats = field(default_factory=lambda: np.zeros((0, 1), np.float32))
+
+
+@dataclass(slots=True)
+class _Work:
+    """A stream's items in this step, in order, with the strides they were cut into."""
+
+    stream_id: int
+    stream: _Stream
+    items: list[int] = field(default_factory=list)
+    strides: list[_Stride] = field(default_factory=list)
+    error: str | None = None  # items from ``failed_item`` on fail with this
+    failed_item: int | None = None
+
+    def fail_from(self, item_index: int, exc: Exception) -> None:
+        if self.error is None:
+            self.error, self.failed_item = engine_error(exc), item_index
+
+
+class FsmnVadOnnxEngine(TableEngine[_Stream]):
+    name = EngineName.FSMN_VAD_ONNX
+    # As fsmn-vad: each piece's segments are new ones (its text is empty).
+    capabilities = EngineCapabilities(text_is_delta=True)
+
+    def __init__(self, model_dir: Path, device: str = "cpu", threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        super().__init__()
+        self._model = VadModel.read(model_dir)
+        self._frontend = StreamingFrontend(model_dir / "am.mvn", self._model.frontend_conf)
+        if self._frontend.output_size != self._model.encoder.input_dim:
+            raise ValueError(f"{model_dir}: the frontend's features do not fit the encoder")
+        self._stride_samples = STRIDE_MS * self._frontend.fs // 1000
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        providers: list[Any] = ["CPUExecutionProvider"]
+        if device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise RuntimeError(
+                    f"device {device} requested but onnxruntime has no CUDA provider here"
+                    " (install onnxruntime-gpu)"
+                )
+            device_id = int(device.partition(":")[2] or 0)
+            providers = [("CUDAExecutionProvider", {"device_id": device_id}), *providers]
+        self._encoder = ort.InferenceSession(self._model.graph, options, providers=providers)
+
+    @classmethod
+    def load(cls, spec: EngineSpec) -> FsmnVadOnnxEngine:
+        if spec.model_dir is None:
+            raise ValueError("the fsmn-vad-onnx engine needs a model directory")
+        return cls(Path(spec.model_dir), spec.device, spec.threads)
+
+    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
+        encoder = self._model.encoder
+        frontend = self._frontend
+        self.streams.open(
+            stream_id,
+            _Stream(
+                frontend=FrontendState(),
+                waveform=AlignedWaveform(
+                    frontend.frame_samples, frontend.shift_samples * frontend.lfr_n
+                ),
+                vad=StreamingVad(self._model.options),
+                memory=[
+                    np.zeros((encoder.memory, encoder.proj_dim), np.float32)
+                    for _ in range(encoder.layers)
+                ],
+            ),
+        )
+
+    # -- a step -------------------------------------------------------------------------
+
+    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
+        step = self.streams.step(items)
+        work: dict[int, _Work] = {}
+        for index, item, stream in step.pending():
+            entry = work.setdefault(item.stream_id, _Work(item.stream_id, stream))
+            entry.items.append(index)
+            if entry.error is not None:
+                continue
+            try:
+                entry.strides += self._cut(stream, index, item)
+            except Exception as exc:
+                entry.fail_from(index, exc)
+        scored = [entry for entry in work.values() if entry.strides]
+        try:
+            self._score(scored)
+        except Exception as exc:  # the whole call failed: so did every stream in it
+            for entry in scored:
+                entry.fail_from(entry.items[0], exc)
+        segments: dict[int, list[Segment]] = {}
+        for entry in work.values():
+            self._decide(entry, segments)
+            for index in entry.items:
+                if index == entry.failed_item:
+                    break
+                step.answer(index, Answer(segments=tuple(segments.get(index, ()))))
+            if entry.error is not None:
+                step.fail(entry.stream_id, entry.error)
+        return step.outputs()
+
+    def _cut(self, stream: _Stream, index: int, item: ChunkItem) -> list[_Stride]:
+        """funasr's ``FsmnVADStreaming.inference`` up to the model: whole strides, each
+        through the frontend; the remainder waits. An empty piece changes nothing (funasr
+        returns before touching the cache, final or not)."""
+        if not len(item.samples):
+            return []
+        audio = np.concatenate((stream.prev_samples, item.samples.astype(np.float32) / INT16_SCALE))
+        stride = self._stride_samples
+        final = item.final
+        count = len(audio) // stride + int(final)
+        remainder = len(audio) % stride * (1 - int(final))
+        strides: list[_Stride] = []
+        for i in range(count):
+            last = final and i == count - 1
+            piece = audio[i * stride : (i + 1) * stride]
+            stream.waveform.push(piece)
+            feats = self._frontend(piece, stream.frontend, last)
+            if len(feats):
+                strides.append(_Stride(index, feats, stream.waveform.take(len(feats)), last))
+        stream.prev_samples = audio[len(audio) - remainder :] if remainder > 0 else _EMPTY
+        return strides
+
+    def _score(self, entries: list[_Work]) -> None:
+        """One encoder call for every stride of every stream; each stream's memory moves
+        on by its own frames."""
+        if not entries:
+            return
+        encoder = self._model.encoder
+        lengths = [sum(len(s.feats) for s in entry.strides) for entry in entries]
+        build, pick, keep = layout(lengths, encoder.memory)
+        feeds: dict[str, npt.NDArray[Any]] = {
+            "feats": np.concatenate([s.feats for entry in entries for s in entry.strides]),
+            "build": build,
+            "pick": pick,
+            "keep": keep,
+        }
+        for layer in range(encoder.layers):
+            feeds[f"memory_{layer}"] = np.concatenate(
+                [entry.stream.memory[layer] for entry in entries]
+            )
+        silence, *memories = self._encoder.run(None, feeds)
+        frame = 0
+        for s, entry in enumerate(entries):
+            rows = slice(s * encoder.memory, (s + 1) * encoder.memory)
+            entry.stream.memory = [memory[rows].copy() for memory in memories]
+            for stride in entry.strides:
+                stride.silence = silence[frame : frame + len(stride.feats)]
+                frame += len(stride.feats)
+
+    def _decide(self, entry: _Work, segments: dict[int, list[Segment]]) -> None:
+        """funasr's decisions over each stride's frames, in order, until one fails."""
+        for stride in entry.strides:
+            if entry.failed_item is not None and stride.item_index >= entry.failed_item:
+                return
+            try:
+                found = entry.stream.vad.accept(stride.waveform, stride.silence, stride.final)
+            except Exception as exc:
+                entry.fail_from(stride.item_index, exc)
+                return
+            segments.setdefault(stride.item_index, []).extend(found)
