@@ -233,7 +233,9 @@ async def receive(
             record.sentences += 1
         elif mode == "2pass-online":
             sentence_partials[record.sentences :] = [str(message.get("text", ""))]
-        if message.get("is_final"):
+        # FunASR's own server also marks a 2pass sentence that ends before the input does
+        # is_final: only a final after the end of input ends the stream.
+        if message.get("is_final") and (end_sent or mode != "2pass-offline"):
             if end_sent:
                 record.final_s = now - end_sent[0]
             record.wall_s = now - started
