@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,14 @@ class OnnxFiles:
         )
 
 
-def source_fingerprint(model_dir: Path) -> str:
+def source_fingerprint(
+    model_dir: Path, names: Sequence[str] = ("model.pt", "config.yaml", "am.mvn")
+) -> str:
     """What the export depends on: the weights, the config and the CMVN, by size and mtime
-    (hashing a 900 MB checkpoint at every start would cost seconds)."""
+    (hashing a 900 MB checkpoint at every start would cost seconds). ``names``: the files
+    of the model directory it depends on (a CT-Transformer's: :data:`PUNC_SOURCES`)."""
     digest = hashlib.sha256()
-    for name in ("model.pt", "config.yaml", "am.mvn"):
+    for name in names:
         path = model_dir / name
         if path.exists():
             stat = path.stat()
@@ -63,6 +67,60 @@ def up_to_date(model_dir: Path, precision: Precision) -> bool:
         and files.encoder.is_file()
         and files.decoder.is_file()
         and (files.directory / INV_TIMESCALES).is_file()
+    )
+
+
+# -- a CT-Transformer punctuation model's export (``workers.models.export_punc``) ---------------
+
+PUNC_FORMAT_VERSION = 1  # bump when what the punctuation export holds changes meaning
+PUNC_KIND = "ct-transformer"  # the manifest's "kind": not a streaming Paraformer's export
+# What funasr reads from a CT-Transformer directory: the export copies what it resolved
+# from them (the vocabulary, the punctuation classes, the jieba dictionary).
+PUNC_SOURCES = (
+    "model.pt",
+    "config.yaml",
+    "configuration.json",
+    "tokens.json",
+    "tokens.txt",
+    "jieba_usr_dict",
+)
+PUNC_META = "punctuation.json"  # what the host side needs (see export_punc's docstring)
+PUNC_JIEBA_DICT = "jieba_usr_dict"  # a copy of the model's, where it has one
+
+
+@dataclass(frozen=True, slots=True)
+class PuncOnnxFiles:
+    """``MODEL_DIR/onnx-gateway/`` of a CT-Transformer: ``punc.onnx`` (token ids and
+    lengths in, every token's punctuation logits out), ``punctuation.json`` and, for a
+    word-level model, a copy of its ``jieba_usr_dict``."""
+
+    directory: Path
+    model: Path
+    meta: Path
+    jieba_dict: Path
+
+    @classmethod
+    def of(cls, model_dir: Path) -> PuncOnnxFiles:
+        directory = model_dir / EXPORT_DIR_NAME
+        return cls(
+            directory, directory / "punc.onnx", directory / PUNC_META, directory / PUNC_JIEBA_DICT
+        )
+
+
+def punc_up_to_date(model_dir: Path) -> bool:
+    """Whether ``MODEL_DIR/onnx-gateway/`` holds a punctuation export of the directory as it
+    is now (cheap: the pool may ask at every start)."""
+    files = PuncOnnxFiles.of(model_dir)
+    try:
+        manifest = json.loads((files.directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        manifest.get("kind") == PUNC_KIND
+        and manifest.get("format") == PUNC_FORMAT_VERSION
+        and manifest.get("source") == source_fingerprint(model_dir, PUNC_SOURCES)
+        and files.model.is_file()
+        and files.meta.is_file()
     )
 
 

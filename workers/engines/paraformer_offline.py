@@ -28,6 +28,7 @@ from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput, Timestamps
 from workers.engines.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.punctuation import Punctuator, load_punctuator
 from workers.engines.table import Answer, TableEngine, engine_error
 
 Hotwords = tuple[str, ...]
@@ -73,7 +74,7 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
     def __init__(
         self,
         model: Any,
-        punctuator: Any = None,
+        punctuator: Punctuator | None = None,
         takes_hotwords: bool = False,
         timestamps: bool = False,
     ) -> None:
@@ -100,12 +101,13 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         return cls(model, punctuator, supports_hotwords(model_dir), gives_timestamps(model_dir))
 
     @staticmethod
-    def _load_punctuator(spec: EngineSpec) -> Any:
-        """The pool's punctuation model, or None (``paraformer-offline-onnx`` loads its
-        own here too)."""
+    def _load_punctuator(spec: EngineSpec) -> Punctuator | None:
+        """The pool's punctuator, or None (``paraformer-offline-onnx`` loads its own here
+        too): under ONNX Runtime where the engine runs ONNX, else funasr's."""
         if spec.punc_model_dir is None:
             return None
-        return load_automodel(spec.punc_model_dir, spec.device, spec.threads)
+        onnx = spec.engine is EngineName.PARAFORMER_OFFLINE_ONNX
+        return load_punctuator(spec.punc_model_dir, spec.device, spec.threads, onnx, spec.precision)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         hotwords = options.hotwords if self._takes_hotwords else ()
@@ -145,10 +147,11 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
                 continue
             for i, (text, stamps) in zip(group, results, strict=True):
                 texts[i], times[i] = text, stamps
-        if self._punctuator is not None:
-            for i, text in enumerate(texts):
-                if text and errors[i] is None:
-                    texts[i], errors[i] = self._punctuate(text)
+        if self._punctuator is not None:  # all of the step's texts in one call
+            todo = [i for i, text in enumerate(texts) if text and errors[i] is None]
+            done = self._punctuator.punctuate([texts[i] for i in todo])
+            for i, punctuated in zip(todo, done, strict=True):
+                texts[i], errors[i] = punctuated.text, punctuated.error
         return texts, times, errors
 
     def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
@@ -173,15 +176,6 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
             )
             for result in results
         ]
-
-    def _punctuate(self, text: str) -> tuple[str, str | None]:
-        """CT-Transformer's punctuated ``text`` (one text per call: funasr's punctuation
-        model takes no batch)."""
-        try:
-            result = self._punctuator.generate(input=text, disable_pbar=True)
-        except Exception as exc:
-            return "", f"punctuation error: {type(exc).__name__}: {exc}"
-        return str(result[0].get("text", "")), None
 
 
 LENGTH_RATIO = 1.25
