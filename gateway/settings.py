@@ -168,9 +168,10 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         model=model,
         kind="offline",
         punc_model=punc_model,
-        # ASR_ENGINE is the runtime of every pool: paraformer-onnx runs the offline
-        # Paraformer on ONNX Runtime too (workers.engines.select_engine keeps the models
-        # it has no export for on PyTorch), with the same ASR_ONNX_PRECISION.
+        # ASR_ENGINE is the runtime of every pool unless ASR_OFFLINE_ENGINE says otherwise:
+        # paraformer-onnx runs the offline Paraformer on ONNX Runtime too (select_engine
+        # keeps the models it has no export for on PyTorch), with ASR_ONNX_PRECISION.
+        engine=table.OFFLINE_ENGINE.read(env) or pool.engine,
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
         worker_nice=table.OFFLINE_NICE.read(env),
@@ -190,6 +191,7 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
         model=model,
         kind="vad",
         # As the offline pool: ASR_ENGINE=paraformer-onnx runs the vectorised FSMN-VAD.
+        engine=table.VAD_ENGINE.read(env) or pool.engine,
         devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
         batch_wait_s=0.0,

@@ -349,6 +349,13 @@ OFFLINE_BATCH_WAIT_MS = Setting(
     0.05,
     "how long an offline worker holds a step open for more utterances ending",
 )
+OFFLINE_ENGINE = Setting(
+    "ASR_OFFLINE_ENGINE",
+    OrNone(Choice(ENGINES)),
+    None,
+    "the offline pool's runtime, where it should differ from the streaming pool's",
+    shown="`ASR_ENGINE`",
+)
 OFFLINE_NICE = Setting(
     "ASR_OFFLINE_NICE",
     NICENESS,
@@ -364,6 +371,14 @@ VAD_MODEL = Setting(
 )
 VAD_DEVICES = Setting(
     "ASR_VAD_DEVICES", DEVICES_LIST, ("cpu",), "devices of the VAD pool, one worker each"
+)
+VAD_ENGINE = Setting(
+    "ASR_VAD_ENGINE",
+    OrNone(Choice(ENGINES)),
+    None,
+    "the VAD pool's runtime (`paraformer-onnx`: the vectorised FSMN-VAD), where it should"
+    " differ from the streaming pool's",
+    shown="`ASR_ENGINE`",
 )
 PUNC_MODEL = Setting(
     "ASR_PUNC_MODEL",
@@ -451,9 +466,11 @@ SETTINGS: tuple[Setting[Any], ...] = (
     OFFLINE_MODEL,
     OFFLINE_DEVICES,
     OFFLINE_BATCH_WAIT_MS,
+    OFFLINE_ENGINE,
     OFFLINE_NICE,
     VAD_MODEL,
     VAD_DEVICES,
+    VAD_ENGINE,
     PUNC_MODEL,
     SENTENCE_PREROLL_MS,
     ENDPOINT_SILENCE_MS,

@@ -1,4 +1,5 @@
-"""The offline pool's workers run at a lower priority than the streaming pool's."""
+"""The offline pool's workers run at a lower priority than the streaming pool's; each
+pool's runtime."""
 
 from __future__ import annotations
 
@@ -45,9 +46,27 @@ async def test_workers_run_at_the_gateways_priority_by_default() -> None:
 def test_the_offline_pool_is_niced_by_default_and_asr_offline_nice_sets_it() -> None:
     env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum"}
     offline = GatewaySettings.from_env(env).offline_pool
-    assert offline is not None and offline.worker_nice == 10
+    assert offline is not None
+    assert offline.worker_nice == 10
     assert GatewaySettings.from_env(env).pool.worker_nice == 0
     tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).offline_pool
-    assert tuned is not None and tuned.worker_nice == 3
+    assert tuned is not None
+    assert tuned.worker_nice == 3
     with pytest.raises(ValueError, match="ASR_OFFLINE_NICE"):
         GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "20"})
+
+
+def test_the_offline_and_vad_pools_follow_asr_engine_unless_told_otherwise() -> None:
+    env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum", "ASR_VAD_MODEL": "x"}
+    onnx = GatewaySettings.from_env({**env, "ASR_ENGINE": "paraformer-onnx"})
+    assert onnx.offline_pool is not None
+    assert onnx.offline_pool.engine == "paraformer-onnx"
+    assert onnx.vad_pool is not None
+    assert onnx.vad_pool.engine == "paraformer-onnx"
+    mixed = GatewaySettings.from_env(
+        {**env, "ASR_ENGINE": "paraformer-onnx", "ASR_OFFLINE_ENGINE": "paraformer"}
+    )
+    assert mixed.offline_pool is not None
+    assert mixed.offline_pool.engine == "paraformer"
+    assert mixed.vad_pool is not None
+    assert mixed.vad_pool.engine == "paraformer-onnx"
