@@ -18,8 +18,13 @@ from shared.messages import EngineSpec, StreamOptions
 from tests.workers.test_fsmn_vad import funasr_vad, spoken
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem, Engine
-from workers.engines.fsmn_vad_onnx import VadModel, layout
-from workers.engines.onnx_frontend import FrontendState, StreamingFrontend
+from workers.engines.fsmn_vad_onnx import AlignedWaveform, EncoderShape, encoder_graph, layout
+from workers.engines.onnx_frontend import (
+    FrontendState,
+    OnlineFbankFrontend,
+    OnlineFbankState,
+    StreamingFrontend,
+)
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.torch_checkpoint import load_state_dict
 
@@ -216,36 +221,59 @@ def test_segments_are_funasrs_piece_by_piece_alone_and_batched(vad_model: Path) 
     assert interleaved(torch_engine, streams) == expected
 
 
+DILATED = {  # a small FSMN whose memory skips frames (lstride), to check the taps
+    "input_dim": 12,
+    "input_affine_dim": 10,
+    "fsmn_layers": 3,
+    "linear_dim": 16,
+    "proj_dim": 8,
+    "lorder": 4,
+    "rorder": 0,
+    "lstride": 3,
+    "rstride": 0,
+    "output_affine_dim": 10,
+    "output_dim": 6,
+}
+
+
 @pytest.mark.slow
-def test_the_scores_are_funasrs_encoders_batched_or_not(tiny_vad_model: Path) -> None:
+@pytest.mark.parametrize("which", ["fsmn-vad", "dilated"])
+def test_the_scores_are_funasrs_encoders_batched_or_not(which: str, tiny_vad_model: Path) -> None:
     import onnxruntime as ort
     import torch
     from funasr.models.fsmn_vad_streaming.encoder import FSMN
 
-    model = VadModel.read(tiny_vad_model)
-    config = yaml.safe_load((tiny_vad_model / "config.yaml").read_text())
-    reference = FSMN(**config["encoder_conf"]).eval()
-    state = torch.load(tiny_vad_model / "model.pt", weights_only=True)
-    reference.load_state_dict({k.removeprefix("encoder."): v for k, v in state.items()})
-    session = ort.InferenceSession(model.graph, providers=["CPUExecutionProvider"])
+    torch.manual_seed(0)
+    if which == "fsmn-vad":
+        conf = yaml.safe_load((tiny_vad_model / "config.yaml").read_text())["encoder_conf"]
+        reference = FSMN(**conf).eval()
+        state = torch.load(tiny_vad_model / "model.pt", weights_only=True)
+        reference.load_state_dict({k.removeprefix("encoder."): v for k, v in state.items()})
+        sil_pdf_ids = [0]
+    else:
+        conf = DILATED
+        reference = FSMN(**conf).eval()
+        sil_pdf_ids = [0, 2]
+    weights = {f"encoder.{k}": v.numpy() for k, v in reference.state_dict().items()}
+    shape = EncoderShape.from_conf(conf)
+    graph = encoder_graph(weights, shape, sil_pdf_ids)
+    session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(3)
-    shape = model.encoder
     memories = [[np.zeros((shape.memory, shape.proj_dim), np.float32)] * shape.layers] * 3
     caches: list[dict[str, torch.Tensor]] = [{}, {}, {}]
-    for lengths in ((6, 1, 25), (12, 6, 3), (1, 30, 6)):
+    for lengths in ((6, 1, 25), (12, 6, 3), (1, 30, 6)):  # one call each, stream by stream
         feats = [rng.normal(0, 1, (n, shape.input_dim)).astype(np.float32) for n in lengths]
-        build, pick, keep = layout(lengths, shape.memory)
-        feeds: dict[str, np.ndarray] = {"feats": np.concatenate(feats)}
-        feeds |= {"build": build, "pick": pick, "keep": keep}
+        taps, keep = layout(lengths, shape)
+        feeds: dict[str, np.ndarray] = {"feats": np.concatenate(feats), "taps": taps, "keep": keep}
         for layer in range(shape.layers):
             feeds[f"memory_{layer}"] = np.concatenate([m[layer] for m in memories])
         silence, *new = session.run(None, feeds)
         rows = np.cumsum((0, *lengths))
         for s in range(len(lengths)):
             with torch.no_grad():
-                expected = reference(torch.from_numpy(feats[s])[None], cache=caches[s])[0, :, :1]
+                scores = reference(torch.from_numpy(feats[s])[None], cache=caches[s])[0]
             np.testing.assert_allclose(
-                silence[rows[s] : rows[s + 1]], expected.numpy(), rtol=1e-5, atol=1e-7
+                silence[rows[s] : rows[s + 1]], scores[:, sil_pdf_ids].numpy(), rtol=1e-5, atol=1e-7
             )
             memories[s] = [m[s * shape.memory : (s + 1) * shape.memory] for m in new]
             for layer in range(shape.layers):  # funasr's cache: [1, proj, memory, 1]
@@ -255,6 +283,47 @@ def test_the_scores_are_funasrs_encoders_batched_or_not(tiny_vad_model: Path) ->
                     rtol=1e-5,
                     atol=1e-6,
                 )
+
+
+@pytest.mark.slow
+def test_features_and_their_samples_are_funasrs_bit_for_bit(tiny_vad_model: Path) -> None:
+    """The VAD's frontend (LFR 5/1) and each frame's samples, which its energy is read
+    from, against funasr's ``WavFrontendOnline`` with ``return_waveform``, cut anyhow."""
+    import torch
+    from funasr.frontends.wav_frontend import WavFrontendOnline
+    from funasr.utils.load_utils import extract_fbank
+
+    conf = dict(yaml.safe_load((tiny_vad_model / "config.yaml").read_text())["frontend_conf"])
+    reference = WavFrontendOnline(cmvn_file=str(tiny_vad_model / "am.mvn"), **conf)
+    ours = OnlineFbankFrontend(tiny_vad_model / "am.mvn", conf)
+    frames = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        audio = rng.normal(0, 0.1, int(rng.integers(300, 30_000))).astype(np.float32)
+        bounds = [0, *sorted(rng.integers(0, len(audio), 6).tolist()), len(audio)]
+        cache: dict[str, Any] = {}
+        state = OnlineFbankState()
+        samples = AlignedWaveform(ours.frame_samples, ours.shift_samples * ours.lfr_n)
+        for i in range(len(bounds) - 1):
+            piece = audio[bounds[i] : bounds[i + 1]]
+            final = i == len(bounds) - 2
+            expected, _ = extract_fbank(
+                [torch.from_numpy(piece)],
+                frontend=reference,
+                cache=cache,
+                is_final=final,
+                return_waveform=True,
+            )
+            samples.push(piece)
+            got = ours(piece, state, final)
+            if expected.numel() == 0:
+                assert got.shape == (0, ours.output_size)
+                continue
+            np.testing.assert_array_equal(got, expected.numpy()[0])
+            aligned = samples.take(len(got))
+            np.testing.assert_array_equal(aligned, cache["aligned_waveforms"].numpy()[0])
+            frames += len(got)
+    assert frames > 300
 
 
 # -- the engine's edges --------------------------------------------------------------------

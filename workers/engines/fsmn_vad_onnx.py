@@ -7,7 +7,7 @@ worker step, for every stream's new frames:
 
 - Per stream, on the host: the 60 ms strides funasr cuts a piece into (the rest waits for
   the next piece; a final piece flushes it), the streaming frontend
-  (``onnx_frontend.StreamingFrontend``, bit for bit funasr's ``WavFrontendOnline``), the
+  (``onnx_frontend.OnlineFbankFrontend``, bit for bit funasr's ``WavFrontendOnline``), the
   samples aligned with each frame that its energy is read from, the FSMN encoder's
   per-layer memory, and funasr's per-frame decisions (``fsmn_vad_state.StreamingVad``).
 - Once per step: the FSMN encoder under ONNX Runtime, over all streams' new frames
@@ -39,7 +39,7 @@ from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.fsmn_vad_state import Segment, StreamingVad, VadOptions
-from workers.engines.onnx_frontend import FrontendState, StreamingFrontend
+from workers.engines.onnx_frontend import OnlineFbankFrontend, OnlineFbankState
 from workers.engines.table import Answer, TableEngine, engine_error
 from workers.engines.torch_checkpoint import load_state_dict
 
@@ -93,10 +93,12 @@ def encoder_graph(
     streams' frames at once, returning only the silence pdfs' scores.
 
     Inputs: ``feats`` [N, input_dim], all streams' new frames, stream after stream;
-    ``memory_<l>`` [S * M, proj_dim], each stream's ``M`` frames of layer ``l``'s memory;
-    ``build``, ``pick`` and ``keep`` (:func:`layout`), which lay each stream's memory in
-    front of its own frames, pick the frames' outputs and the new memory out. Outputs:
-    ``silence`` [N, len(sil_pdf_ids)] and ``new_memory_<l>`` [S * M, proj_dim].
+    ``memory_<l>`` [S * M, proj_dim], each stream's ``M`` frames of layer ``l``'s memory
+    (what ``FSMNBlock`` caches, time-major); ``taps`` [N, lorder] and ``keep`` [S * M]
+    (:func:`layout`). Each layer's rows are ``[memory_<l>; its new frames]``: a frame's
+    memory term gathers its ``lorder`` taps from there (``FSMNBlock``'s causal depthwise
+    ``conv_left``), and the new memory is gathered too. Outputs: ``silence``
+    [N, len(sil_pdf_ids)] and ``new_memory_<l>`` [S * M, proj_dim].
     """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -114,42 +116,29 @@ def encoder_graph(
             key = f"module.{key}"  # as funasr's loader, which looks for this prefix first
         return np.ascontiguousarray(weights[key], dtype=np.float32)
 
-    def weight(name: str) -> str:
-        return const(name, tensor(name))
-
     def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
     def affine(x: str, name: str, bias: bool = True) -> str:
-        inputs = [x, weight(f"{name}.linear.weight")]
+        inputs = [x, const(f"{name}.weight", tensor(f"{name}.linear.weight"))]
         if bias:
-            inputs.append(weight(f"{name}.linear.bias"))
+            inputs.append(const(f"{name}.bias", tensor(f"{name}.linear.bias")))
         return node("Gemm", inputs, f"{name}.out", transB=1)
 
-    axis0 = const("axis0", np.array([0], np.int64))
+    tap_axis = const("tap_axis", np.array([1], np.int64))
     x = node("Relu", [affine(affine("feats", "in_linear1"), "in_linear2")], "in.relu")
     for layer in range(shape.layers):
         prefix = f"fsmn.{layer}"
         x1 = affine(x, f"{prefix}.linear", bias=False)
-        joined = node("Concat", [f"memory_{layer}", x1], f"{prefix}.joined", axis=0)
-        laid = node("Gather", [joined, "build"], f"{prefix}.laid", axis=0)
-        node("Gather", [laid, "keep"], f"new_memory_{layer}", axis=0)
-        by_channel = node("Transpose", [laid], f"{prefix}.by_channel", perm=[1, 0])
-        channels = node("Unsqueeze", [by_channel, axis0], f"{prefix}.channels")
-        # Conv2d's [proj, 1, lorder, 1] kernel over time is a Conv1d's [proj, 1, lorder].
-        kernel = tensor(f"{prefix}.fsmn_block.conv_left.weight")[..., 0]
-        conv = node(
-            "Conv",
-            [channels, const(f"{prefix}.kernel", np.ascontiguousarray(kernel))],
-            f"{prefix}.conv",
-            group=shape.proj_dim,
-            kernel_shape=[shape.lorder],
-            dilations=[shape.lstride],
-        )
-        squeezed = node("Squeeze", [conv, axis0], f"{prefix}.squeezed")
-        rows = node("Transpose", [squeezed], f"{prefix}.rows", perm=[1, 0])
-        remembered = node("Gather", [rows, "pick"], f"{prefix}.remembered", axis=0)
+        rows = node("Concat", [f"memory_{layer}", x1], f"{prefix}.rows", axis=0)
+        node("Gather", [rows, "keep"], f"new_memory_{layer}", axis=0)
+        window = node("Gather", [rows, "taps"], f"{prefix}.window", axis=0)  # [N, lorder, P]
+        # conv_left's kernel, [proj, 1, lorder, 1], as [lorder, proj]: tap k of channel d.
+        taps = tensor(f"{prefix}.fsmn_block.conv_left.weight")[:, 0, :, 0].T
+        kernel = const(f"{prefix}.kernel", np.ascontiguousarray(taps))
+        weighted = node("Mul", [window, kernel], f"{prefix}.weighted")
+        remembered = node("ReduceSum", [weighted, tap_axis], f"{prefix}.remembered", keepdims=0)
         y = node("Add", [x1, remembered], f"{prefix}.sum")
         x = node("Relu", [affine(y, f"{prefix}.affine")], f"{prefix}.relu")
     scores = affine(affine(x, "out_linear1"), "out_linear2")
@@ -159,22 +148,18 @@ def encoder_graph(
     node("Gather", [scores, ids], "silence", axis=1)
 
     dim = shape.proj_dim
+    memories = [f"memory_{i}" for i in range(shape.layers)]
     inputs = [
         helper.make_tensor_value_info("feats", TensorProto.FLOAT, ["N", shape.input_dim]),
-        *(
-            helper.make_tensor_value_info(f"memory_{i}", TensorProto.FLOAT, ["SM", dim])
-            for i in range(shape.layers)
-        ),
-        *(
-            helper.make_tensor_value_info(name, TensorProto.INT64, [length])
-            for name, length in (("build", "L"), ("pick", "N"), ("keep", "SM"))
-        ),
+        *(helper.make_tensor_value_info(m, TensorProto.FLOAT, ["SM", dim]) for m in memories),
+        helper.make_tensor_value_info("taps", TensorProto.INT64, ["N", shape.lorder]),
+        helper.make_tensor_value_info("keep", TensorProto.INT64, ["SM"]),
     ]
     outputs = [
         helper.make_tensor_value_info("silence", TensorProto.FLOAT, ["N", len(sil_pdf_ids)]),
         *(
-            helper.make_tensor_value_info(f"new_memory_{i}", TensorProto.FLOAT, ["SM", dim])
-            for i in range(shape.layers)
+            helper.make_tensor_value_info(f"new_{m}", TensorProto.FLOAT, ["SM", dim])
+            for m in memories
         ),
     ]
     graph = helper.make_graph(nodes, "fsmn_vad_encoder", inputs, outputs, initializers)
@@ -184,30 +169,28 @@ def encoder_graph(
     return bytes(model.SerializeToString())
 
 
-def layout(lengths: Sequence[int], memory: int) -> tuple[Indices, Indices, Indices]:
-    """The graph's ``build``, ``pick`` and ``keep`` for streams of ``lengths`` new frames.
+def layout(lengths: Sequence[int], shape: EncoderShape) -> tuple[Indices, Indices]:
+    """The graph's ``taps`` and ``keep`` for streams of ``lengths`` new frames.
 
-    The encoder's layer sees ``[memories of all S streams; new frames of all]`` (``S * M + N``
-    rows) and lays them out as ``[memory 0, frames 0, memory 1, frames 1, ...]`` (``build``).
-    A causal convolution of ``M + 1`` taps over that layout gives, at ``b_s + i``, stream
-    ``s``'s frame ``i`` from its own memory and frames only (``pick``; ``b_s`` is where its
-    block starts); its new memory is its block's last ``M`` rows (``keep``).
+    A layer's rows are the ``S`` streams' memories (``M`` rows each), then all new frames.
+    Stream ``s`` sees its own ``block``: its memory, then its frames. Its frame ``i`` is
+    ``block[i + M]``, and ``FSMNBlock`` adds to it ``conv_left`` over ``block[i + k * lstride]``
+    for ``k < lorder``; the stream's new memory is its block's last ``M`` rows.
     """
+    memory = shape.memory
+    offsets = np.arange(shape.lorder, dtype=np.int64) * shape.lstride
+    steps = np.arange(memory, dtype=np.int64)
     streams = len(lengths)
-    build: list[Indices] = []
-    pick: list[Indices] = []
+    taps: list[Indices] = []
     keep: list[Indices] = []
     frame = 0
-    block = 0
-    steps = np.arange(memory, dtype=np.int64)
     for s, length in enumerate(lengths):
         own = np.arange(length, dtype=np.int64)
-        build += [s * memory + steps, streams * memory + frame + own]
-        pick.append(block + own)
-        keep.append(block + length + steps)
+        block = np.concatenate((s * memory + steps, streams * memory + frame + own))
+        taps.append(block[own[:, np.newaxis] + offsets[np.newaxis, :]])
+        keep.append(block[length + steps])
         frame += length
-        block += memory + length
-    return np.concatenate(build), np.concatenate(pick), np.concatenate(keep)
+    return np.concatenate(taps), np.concatenate(keep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +258,7 @@ class AlignedWaveform:
 
 @dataclass(slots=True)
 class _Stream:
-    frontend: FrontendState
+    frontend: OnlineFbankState
     waveform: AlignedWaveform
     vad: StreamingVad
     memory: list[Floats]  # per encoder layer [M, proj_dim]
@@ -319,7 +302,7 @@ class FsmnVadOnnxEngine(TableEngine[_Stream]):
 
         super().__init__()
         self._model = VadModel.read(model_dir)
-        self._frontend = StreamingFrontend(model_dir / "am.mvn", self._model.frontend_conf)
+        self._frontend = OnlineFbankFrontend(model_dir / "am.mvn", self._model.frontend_conf)
         if self._frontend.output_size != self._model.encoder.input_dim:
             raise ValueError(f"{model_dir}: the frontend's features do not fit the encoder")
         self._stride_samples = STRIDE_MS * self._frontend.fs // 1000
@@ -350,7 +333,7 @@ class FsmnVadOnnxEngine(TableEngine[_Stream]):
         self.streams.open(
             stream_id,
             _Stream(
-                frontend=FrontendState(),
+                frontend=OnlineFbankState(),
                 waveform=AlignedWaveform(
                     frontend.frame_samples, frontend.shift_samples * frontend.lfr_n
                 ),
@@ -422,11 +405,10 @@ class FsmnVadOnnxEngine(TableEngine[_Stream]):
             return
         encoder = self._model.encoder
         lengths = [sum(len(s.feats) for s in entry.strides) for entry in entries]
-        build, pick, keep = layout(lengths, encoder.memory)
+        taps, keep = layout(lengths, encoder)
         feeds: dict[str, npt.NDArray[Any]] = {
             "feats": np.concatenate([s.feats for entry in entries for s in entry.strides]),
-            "build": build,
-            "pick": pick,
+            "taps": taps,
             "keep": keep,
         }
         for layer in range(encoder.layers):
