@@ -78,16 +78,17 @@ def env_step(args: argparse.Namespace) -> StepRecord:
     gpu = "; ".join(f"{n} ({m} MiB, driver {d})" for n, m, d in gpus) if gpus else None
     if gpu is None and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)
+    cuda_probe = probe_cuda_provider(args.device) if args.device.startswith("cuda") else None
     engine, reason = args.engine, "asked for"
     if engine == "auto":
         if not args.device.startswith("cuda"):
             engine, reason = "paraformer-onnx", "on the CPU"
-        elif "CUDAExecutionProvider" in providers:
-            engine, reason = "paraformer-onnx", "onnxruntime has CUDAExecutionProvider"
+        elif cuda_probe == "CUDAExecutionProvider":
+            engine, reason = "paraformer-onnx", "onnxruntime's CUDAExecutionProvider loads"
         else:
             engine = "paraformer"
             reason = (
-                "onnxruntime has no CUDAExecutionProvider here (the CPU build): the GPU"
+                f"onnxruntime's CUDA provider does not run here ({cuda_probe}): the GPU"
                 " steps run the PyTorch engine instead"
             )
     data: dict[str, Any] = {
@@ -101,6 +102,7 @@ def env_step(args: argparse.Namespace) -> StepRecord:
         "onnxruntime": ort.__version__,
         "providers": providers,
         "tensorrt_available": "TensorrtExecutionProvider" in providers,
+        "cuda_provider_probe": cuda_probe,
         "funasr": _version("funasr"),
         "packages": {
             name: _version(name)
@@ -125,6 +127,43 @@ def env_step(args: argparse.Namespace) -> StepRecord:
     (args.work / "engine").write_text(engine)
     print(json.dumps(data, indent=1))
     return StepRecord(KEYS["env"], "ok", time.monotonic() - started, data=data)
+
+
+def one_node_model() -> bytes:
+    """y = x + x, serialized: the least graph a provider can be asked to run."""
+    from onnx import TensorProto, helper
+
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y"))
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8  # readable by older onnxruntime builds too
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def probe_cuda_provider(device: str) -> str:
+    """What a one-node graph runs on when asked for the CUDA provider: onnxruntime falls
+    back to the CPU, with a line in its log only, when the provider is listed but its CUDA
+    libraries do not load. "CUDAExecutionProvider" where it really runs; else why not."""
+    import numpy as np
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return "not in onnxruntime's providers: the CPU build"
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    device_id = int(device.partition(":")[2] or 0)
+    try:
+        session = ort.InferenceSession(
+            one_node_model(),
+            options,
+            providers=[("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"],
+        )
+        session.run(None, {"x": np.ones(1, np.float32)})
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    used = session.get_providers()[0]
+    return str(used) if used == "CUDAExecutionProvider" else f"fell back to {used}"
 
 
 # -- 1: wheels ---------------------------------------------------------------------------
@@ -238,14 +277,23 @@ def model_step(args: argparse.Namespace) -> StepRecord:
     command = f"{PYTHON} -m workers.models.synthetic {path} --kind streaming --size {args.size}"
     result = f"built in {built:.0f} s"
     exported = None
+    status: Status = "ok"
+    note = ""
     if args.export:
         from workers.models.export import export
 
         began = time.monotonic()
-        export(path, int8=False, threads=args.threads)
-        exported = time.monotonic() - began
         command += f" && {PYTHON} -m workers.models.export {path}"
-        result += f", exported to ONNX fp32 in {exported:.0f} s"
+        try:
+            export(path, int8=False, threads=args.threads)
+            exported = time.monotonic() - began
+            result += f", exported to ONNX fp32 in {exported:.0f} s"
+        except Exception as exc:
+            # The GPU is still worth measuring: the later steps take the PyTorch engine.
+            (args.work / "engine").write_text("paraformer")
+            status = "failed"
+            note = f"ONNX export: {type(exc).__name__}: {exc}"[:400]
+            note += "; the later steps run the PyTorch engine"
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**30
     data = {
         "model_dir": str(path),
@@ -256,10 +304,11 @@ def model_step(args: argparse.Namespace) -> StepRecord:
     }
     return StepRecord(
         KEYS["model"],
-        "ok",
+        status,
         time.monotonic() - started,
         [Row("synthetic model", command, f"{result}; {size:.2f} GiB on disk")],
         data,
+        note,
     )
 
 
@@ -320,6 +369,10 @@ def fidelity_step(args: argparse.Namespace) -> StepRecord:
         # falls to the next). The engine keeps its sessions private; a bench may look.
         data["providers_used"] = device_engine._encoder.get_providers()
         data["provider"] = data["providers_used"][0]
+        if args.device.startswith("cuda") and data["provider"] == "CPUExecutionProvider":
+            note = f"asked for {args.device}, onnxruntime ran on the CPU (its CUDA libraries?)"
+            row = Row("fidelity", command, "")
+            return StepRecord(key, "failed", time.monotonic() - started, [row], data, note)
 
         def decode(engine: Any) -> list[list[str]]:
             return batched(engine, audios)

@@ -86,6 +86,8 @@ run_step() {
     if ((limit < 15)); then
         echo "== $name: skipped, ${left}s of the budget left"
         $CHECK fail --work "$WORK" --for "$key" --status skipped --note "out of time" >/dev/null
+        [[ $name == gateway ]] && $CHECK fail --work "$WORK" --for placement --status skipped \
+            --note "out of time" >/dev/null
         return 0
     fi
     echo "== $name (at most ${limit}s; $((END - $(date +%s)))s of the budget left)"
@@ -98,7 +100,20 @@ run_step() {
     elif ((rc != 0)); then
         $CHECK fail --work "$WORK" --for "$key" --note "exit code $rc (see the log)" >/dev/null
     fi
+    # The table so far: a call stopped at its limit still brings back what was measured.
+    $CHECK table --work "$WORK" --out "$OUT_DIR" >/dev/null 2>&1
     return 0
+}
+
+# The engine the env step chose (or the model step fell back to), and its sizes.
+choose_engine() {
+    ENGINE=$(cat "$WORK/engine" 2>/dev/null || echo paraformer-onnx)
+    if [[ $ENGINE == paraformer-onnx ]]; then
+        POINTS=$ONNX_POINTS LEVELS=$ONNX_LEVELS EXPORT=--export
+    else
+        POINTS=$TORCH_POINTS LEVELS=$TORCH_LEVELS EXPORT=--no-export
+    fi
+    echo "engine: $ENGINE"
 }
 
 main() {
@@ -117,17 +132,12 @@ main() {
     STEPS_ASKED=$STEPS STEPS=all
     run_step env env 60 $CHECK env --work "$WORK" --device "$DEVICE" --engine "$ENGINE_CHOICE"
     STEPS=$STEPS_ASKED
-    ENGINE=$(cat "$WORK/engine" 2>/dev/null || echo paraformer-onnx)
-    if [[ $ENGINE == paraformer-onnx ]]; then
-        POINTS=$ONNX_POINTS LEVELS=$ONNX_LEVELS EXPORT=--export
-    else
-        POINTS=$TORCH_POINTS LEVELS=$TORCH_LEVELS EXPORT=--no-export
-    fi
-    echo "engine: $ENGINE"
+    choose_engine
 
     run_step cuda-tests cuda-tests 120 $CHECK cuda-tests --work "$WORK" --timeout 110
     run_step model model 200 $CHECK model --work "$WORK" --size "$SIZE" --models "$MODELS" \
         --threads "$THREADS" "$EXPORT"
+    choose_engine # the model step falls back to PyTorch's where the ONNX export failed
     MODEL_DIR=$(cat "$WORK/model_dir" 2>/dev/null || echo "$MODELS/synthetic-streaming-$SIZE-seed0")
     local common=(--work "$WORK" --device "$DEVICE" --engine "$ENGINE" --model "$MODEL_DIR")
     run_step fidelity fidelity-fp32 120 $CHECK fidelity "${common[@]}" --precision fp32 \

@@ -119,7 +119,9 @@ def caption(records: list[StepRecord]) -> str:
     ]
     fidelity = find(records, "fidelity-fp32")
     provider = fidelity.data.get("provider") if fidelity else None
-    engine = f"engine {env.get('engine', '?')} on {env.get('device', '?')}"
+    # What the GPU steps ran: the environment's choice, unless the export failed after it.
+    ran = (fidelity.data.get("engine") if fidelity else None) or env.get("engine", "?")
+    engine = f"engine {ran} on {env.get('device', '?')}"
     if provider:
         engine += f", provider {provider}"
     model_record = find(records, "model")
@@ -150,18 +152,18 @@ def markdown(records: list[StepRecord]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
-        if not record.rows and record.status == "ok":
-            continue  # the environment: it is the caption
-        rows = record.rows or [Row(record.key.split("-", 1)[1], "", "")]
+        rows = list(record.rows)
+        if record.status != "ok":  # after what it measured before it stopped, if anything
+            name = record.key.split("-", 1)[1]
+            rows.append(Row(name, "", f"**{record.status}**: {record.note}".rstrip(": ")))
+        elif record.note and rows:
+            rows.append(Row(rows[-1].check, "", record.note))
         for row in rows:
-            result = row.result
-            if record.status != "ok":
-                result = f"**{record.status}**: {record.note} {result}".strip()
             shown = row.command.replace(model_dir, "$MODEL") if model_dir else row.command
             command = f"`{shown}`" if shown else ""
             lines.append(
                 f"| {step_number(record.key)} | {_cell(row.check)} | {_cell(command)}"
-                f" | {'' if row.streams is None else row.streams} | {_cell(result)}"
+                f" | {'' if row.streams is None else row.streams} | {_cell(row.result)}"
                 f" | {_ms(row.p50_ms)} | {_ms(row.p95_ms)} | {_ms(row.p99_ms)}"
                 f" | {'' if row.errors is None else row.errors} |"
             )
