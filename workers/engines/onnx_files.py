@@ -4,6 +4,9 @@ What the ``paraformer-onnx`` engine loads and ``workers.models.export`` writes:
 ``MODEL_DIR/onnx-gateway/`` holds ``encoder.onnx``, ``decoder.onnx`` (and their int8
 ``*_int8.onnx``), the positional encoding's frequencies and ``manifest.json``, which records
 what they were exported from. No torch, no ONNX: the engine's worker imports this.
+A CT-Transformer's directory holds its punctuation export there instead
+(``PuncOnnxFiles``, written by ``workers.models.export_punc``), under a manifest of its
+own kind.
 """
 
 from __future__ import annotations
