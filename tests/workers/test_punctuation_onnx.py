@@ -15,6 +15,7 @@ import pytest
 
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
+from shared.settings import PoolSettings
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem
 from workers.engines.onnx_files import PuncOnnxFiles, punc_up_to_date
@@ -33,6 +34,7 @@ from workers.engines.punctuation import (
 )
 from workers.models.export_punc import export_punc
 from workers.models.synthetic_base import TINY_VOCAB, build_tokens
+from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
 
@@ -267,3 +269,30 @@ def test_the_offline_engine_punctuates_the_same_under_onnx(
     assert finals["onnx"] == finals["funasr"]
     assert finals["onnx"][-1] == ""  # no audio, no text, nothing to punctuate
     assert all(inner_marks(text) >= 3 for text in finals["onnx"][1:4])
+
+
+@pytest.mark.anyio
+async def test_an_onnx_offline_pool_exports_its_punctuation_model_at_start_up(
+    tiny_offline_model: Path, tiny_punc_model: Path, tmp_path: Path
+) -> None:
+    # Copies without exports: the pool's start exports both, in children.
+    model = tmp_path / "offline"
+    punc = tmp_path / "punc"
+    shutil.copytree(tiny_offline_model, model, ignore=shutil.ignore_patterns("onnx-*"))
+    shutil.copytree(tiny_punc_model, punc, ignore=shutil.ignore_patterns("onnx-*"))
+    assert not punc_up_to_date(punc)
+    audio = clip(3, 2.0)
+    texts = []
+    for engine in ("paraformer", "paraformer-onnx"):
+        settings = PoolSettings(
+            model=str(model),
+            kind="offline",
+            punc_model=str(punc),
+            engine=engine,  # type: ignore[arg-type]
+            devices=("cpu",),
+        )
+        async with WorkerPool(settings) as pool:
+            texts.append(await pool.transcribe(audio))
+    assert punc_up_to_date(punc)
+    assert texts[0]
+    assert texts[0] == texts[1]  # funasr's decode and punctuation, and ours under ONNX

@@ -37,7 +37,7 @@ from shared.messages import (
 )
 from shared.settings import PoolSettings
 from workers.engines import EngineLoader, load_engine, needs_onnx_export, select_engine
-from workers.engines.onnx_files import up_to_date
+from workers.engines.onnx_files import punc_up_to_date, up_to_date
 from workers.models.resolve import ResolvedModel, resolve_model
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.pool.stream import Audio, AudioStream
@@ -101,10 +101,21 @@ async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
     if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
         return
     logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
-    command = [sys.executable, "-m", "workers.models.export", model_dir]
-    if precision == "int8":
-        command.append("--int8")
-    result = await anyio.run_process(command, check=False)
+    int8 = ["--int8"] if precision == "int8" else []
+    await _export_in_child(model_dir, ["-m", "workers.models.export", model_dir, *int8])
+
+
+async def ensure_punctuation_export(model_dir: str) -> None:
+    """Export the CT-Transformer to ONNX unless it is up to date; in a child, like the
+    Paraformer's export, so that torch never enters the gateway process."""
+    if await anyio.to_thread.run_sync(punc_up_to_date, Path(model_dir)):
+        return
+    logger.info("exporting %s to ONNX, once", model_dir)
+    await _export_in_child(model_dir, ["-m", "workers.models.export_punc", model_dir])
+
+
+async def _export_in_child(model_dir: str, arguments: list[str]) -> None:
+    result = await anyio.run_process([sys.executable, *arguments], check=False)
     if result.returncode != 0:
         detail = result.stderr.decode(errors="replace").strip().splitlines()
         raise WorkerLoadError(
@@ -189,6 +200,8 @@ class WorkerPool:
         if needs_onnx_export(engine):
             assert self.model.model_dir is not None
             await ensure_onnx_export(self.model.model_dir, settings.onnx_precision)
+        if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
+            await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
         specs = [
             EngineSpec(
                 engine=engine,
