@@ -288,7 +288,7 @@ async def test_an_onnx_offline_pool_exports_its_punctuation_model_at_start_up(
             model=str(model),
             kind="offline",
             punc_model=str(punc),
-            engine=engine,  # type: ignore[arg-type]
+            engine=engine,
             devices=("cpu",),
         )
         async with WorkerPool(settings) as pool:
