@@ -178,7 +178,7 @@ def wheels_step(args: argparse.Namespace) -> StepRecord:
     listing = [{"file": w.path.name, "mib": round(w.size / 2**20, 2)} for w in found]
     total = sum(w.size for w in found) / 2**20
     data: dict[str, Any] = {"wheels": listing, "mib": round(total, 2)}
-    absent = device_wheels.missing(directory)
+    absent = device_wheels.missing(directory, device_wheels.pins() if args.check else None)
     if absent:
         note = (
             f"missing from {directory}: {', '.join(absent)} (bash bench/device_check.sh --wheels)"

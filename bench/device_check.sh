@@ -63,7 +63,7 @@ else
     WORK=/tmp/device-check MODELS=/tmp/asr-models
     CEILING_SECONDS=10 AUDIO_SECONDS=10 WARMUP=64 BUDGET=${BUDGET:-450}
     # The PyTorch engine decodes a worker's streams one after another: lower levels.
-    ONNX_POINTS=1x16,1x32,1x64,2x64 ONNX_LEVELS=50,100,200,300
+    ONNX_POINTS=1x16,1x32,1x64,2x64 ONNX_LEVELS=50,100,200,300,400
     TORCH_POINTS=1x4,1x16,2x16 TORCH_LEVELS=20,50,100,200
     if [[ -z $OUT_DIR ]]; then echo "--out DIR (or \$OUT) is needed" >&2 && exit 2; fi
 fi

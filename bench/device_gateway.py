@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", type=Path, default=Path("/tmp/asr-models"))
     parser.add_argument("--workers", type=int, default=2, help="ASR_WORKERS_PER_DEVICE")
     parser.add_argument("--max-batch", type=int, default=64, help="ASR_MAX_BATCH")
-    parser.add_argument("--levels", default="50,100,200,300", help="concurrent streams")
+    parser.add_argument("--levels", default="50,100,200,300,400", help="concurrent streams")
     parser.add_argument("--seconds", type=float, default=10.0, help="audio per stream")
     parser.add_argument("--ramp", type=float, default=0.6)
     parser.add_argument("--warmup", type=int, default=64, help="streams of the warm-up")

@@ -2,7 +2,7 @@
 
 The GPU machine has Python 3.12 with CUDA torch, onnxruntime, numpy, anyio, httpx, h11,
 pyyaml, prometheus-client, uvloop, pytest and more, but no funasr, starlette, uvicorn or
-websockets, and no network. ``PINS`` is the least that our code paths there import beyond
+websockets, and no network. ``NAMES`` is the least that our code paths there import beyond
 what it has (found by running them with only that machine's packages beside these): the
 synthetic model build and export and the PyTorch engine (funasr's AutoModel imports
 omegaconf, kaldiio, librosa, soundfile and rapidfuzz at import time), the ONNX engine's
@@ -10,7 +10,7 @@ frontend (kaldi-native-fbank, funasr's postprocess file), the gateway (starlette
 websockets, python-multipart, soxr) and the tests' conftest (starlette's test client).
 funasr's other requirements (modelscope, jieba, hydra, ...) it skips when missing.
 
-Versions are those of this project's own environment, where the checks are tested.
+Each is fetched at the version installed here, where ``--dry-run`` tests the checks.
 
     python -m bench.device_wheels download [--dir .wheels]   # here, before the device call
     python -m bench.device_wheels check                       # here: pip's dry run for 3.12
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,23 +37,23 @@ LIMIT_BYTES = 64 * 1024 * 1024  # what the device call carries: the tree and the
 MARGIN_BYTES = 4 * 1024 * 1024  # for files written between this check and the call
 
 # Built for CPython 3.12 on manylinux x86_64 (or pure Python).
-PINS: tuple[str, ...] = (
-    "funasr==1.4.16",
-    "omegaconf==2.3.1",
-    "kaldiio==2.18.1",
-    "librosa==0.11.0",
-    "soundfile==0.14.0",
-    "cffi==2.1.1",  # soundfile's
-    "rapidfuzz==3.14.6",  # funasr.metrics, imported by the Paraformer models
-    "kaldi-native-fbank==1.23.0",
-    "starlette==1.10.0",
-    "uvicorn==0.54.0",
-    "websockets==17.4",
-    "python-multipart==0.0.34",
-    "soxr==1.1.0",
+NAMES: tuple[str, ...] = (
+    "funasr",
+    "omegaconf",
+    "kaldiio",
+    "librosa",
+    "soundfile",
+    "cffi",  # soundfile's
+    "rapidfuzz",  # funasr.metrics, imported by the Paraformer models
+    "kaldi-native-fbank",
+    "starlette",
+    "uvicorn",
+    "websockets",
+    "python-multipart",
+    "soxr",
 )
 # Published as a source archive only: built here into a pure-Python wheel.
-SDIST_PINS: tuple[str, ...] = ("antlr4-python3-runtime==4.9.3",)  # omegaconf's
+SDIST_NAMES: tuple[str, ...] = ("antlr4-python3-runtime",)  # omegaconf's
 # What must import there once they are installed (module names).
 IMPORTS: tuple[str, ...] = (
     "funasr",
@@ -94,24 +95,20 @@ class Wheel:
     size: int
 
 
-def _normalize(name: str) -> str:
+def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def wanted() -> dict[str, str]:
-    """Normalized name -> pinned version."""
-    pins = {}
-    for pin in (*PINS, *SDIST_PINS):
-        name, _, version = pin.partition("==")
-        pins[_normalize(name)] = version
-    return pins
+def pins() -> dict[str, str]:
+    """Normalized name -> the version installed here."""
+    return {normalize(name): version(name) for name in (*NAMES, *SDIST_NAMES)}
 
 
 def wheels(directory: Path) -> list[Wheel]:
     found = []
     for path in sorted(directory.glob("*.whl")):
-        name, version = path.name.split("-")[:2]
-        found.append(Wheel(path, _normalize(name), version, path.stat().st_size))
+        name, release = path.name.split("-")[:2]
+        found.append(Wheel(path, normalize(name), release, path.stat().st_size))
     return found
 
 
@@ -132,38 +129,41 @@ def tree_bytes(root: Path = ROOT) -> int:
     return total
 
 
-def missing(directory: Path) -> list[str]:
-    """Pins with no wheel of their version in ``directory``."""
-    have = {(w.name, w.version) for w in wheels(directory)}
-    return [f"{n}=={v}" for n, v in wanted().items() if (n, v) not in have]
+def missing(directory: Path, versions: dict[str, str] | None = None) -> list[str]:
+    """What has no wheel in ``directory``: of ``versions`` (name -> version), or there,
+    where none is installed to compare with, of each name."""
+    have = wheels(directory)
+    if versions is None:
+        names = {w.name for w in have}
+        return [n for n in map(normalize, (*NAMES, *SDIST_NAMES)) if n not in names]
+    found = {(w.name, w.version) for w in have}
+    return [f"{n}=={v}" for n, v in versions.items() if (n, v) not in found]
 
 
 def download(directory: Path) -> None:
-    """Fetch what is missing; drop wheels that are not pinned (two versions of one package
-    stop the whole install there)."""
+    """Fetch what is missing, at the versions installed here; drop other wheels (two
+    versions of one package stop the whole install there)."""
     directory.mkdir(parents=True, exist_ok=True)
-    pins = wanted()
+    wanted = pins()
     for wheel in wheels(directory):
-        if pins.get(wheel.name) != wheel.version:
+        if wanted.get(wheel.name) != wheel.version:
             wheel.path.unlink()
-    todo = set(missing(directory))
-    binary = [p for p in PINS if _pin_key(p) in todo]
-    source = [p for p in SDIST_PINS if _pin_key(p) in todo]
+    todo = set(missing(directory, wanted))
+    binary = [f"{n}=={wanted[normalize(n)]}" for n in NAMES]
+    source = [f"{n}=={wanted[normalize(n)]}" for n in SDIST_NAMES]
     pip = [sys.executable, "-m", "pip"]
-    if binary:
+    if fetch := [p for p in binary if _key(p) in todo]:
         subprocess.run(
-            [*pip, "download", "-q", "--no-deps", *TARGET_FLAGS, "-d", str(directory), *binary],
+            [*pip, "download", "-q", "--no-deps", *TARGET_FLAGS, "-d", str(directory), *fetch],
             check=True,
         )
-    if source:
-        subprocess.run(
-            [*pip, "wheel", "-q", "--no-deps", "-w", str(directory), *source], check=True
-        )
+    if build := [p for p in source if _key(p) in todo]:
+        subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(directory), *build], check=True)
 
 
-def _pin_key(pin: str) -> str:
-    name, _, version = pin.partition("==")
-    return f"{_normalize(name)}=={version}"
+def _key(pin: str) -> str:
+    name, _, pinned = pin.partition("==")
+    return f"{normalize(name)}=={pinned}"
 
 
 def check(directory: Path) -> None:
@@ -212,9 +212,14 @@ def report(directory: Path, with_tree: bool = True) -> int:
             f" of {LIMIT_BYTES / 2**20:.0f} MiB"
         )
     print(line)
-    absent = missing(directory)
+    versions = pins() if with_tree else None
+    absent = missing(directory, versions)
     if absent:
         print(f"missing: {', '.join(absent)}", file=sys.stderr)
+        return 1
+    stray = [w.path.name for w in found if versions and versions.get(w.name) != w.version]
+    if stray:
+        print(f"not installed here (download drops them): {', '.join(stray)}", file=sys.stderr)
         return 1
     if total > LIMIT_BYTES - MARGIN_BYTES:
         print("too big to carry: the device call takes 64 MiB in all", file=sys.stderr)
