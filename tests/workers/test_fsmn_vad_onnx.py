@@ -352,6 +352,36 @@ def test_short_and_empty_pieces_and_unknown_streams(tiny_vad_model: Path) -> Non
     assert engine.active_streams == 0
 
 
+@pytest.mark.slow
+def test_a_stream_that_fails_fails_alone(tiny_vad_model: Path) -> None:
+    spec = EngineSpec(engine=EngineName.FSMN_VAD_ONNX, model_dir=str(tiny_vad_model))
+    audio = spoken(2, ("quiet", 0.3), ("speech", 1.0), ("quiet", 1.0))
+    alone = load_engine(spec)
+    alone.open_stream(1, StreamOptions())
+    expected = [o.segments for o in alone.feed([ChunkItem(1, 0, audio[:8000], False)])]
+    expected += [o.segments for o in alone.feed([ChunkItem(1, 1, audio[8000:], True)])]
+    engine = load_engine(spec)
+    engine.open_stream(1, StreamOptions())
+    engine.open_stream(2, StreamOptions())
+    not_mono = np.zeros((2, 960), np.int16)  # samples the frontend cannot take
+    outputs = engine.feed(
+        [
+            ChunkItem(1, 0, audio[:8000], False),
+            ChunkItem(2, 0, audio[:8000], False),
+            ChunkItem(2, 1, not_mono, False),
+            ChunkItem(2, 2, audio[8000:], False),
+        ]
+    )
+    assert [o.error is None for o in outputs] == [True, True, False, False]
+    assert outputs[2].error is not None
+    assert outputs[2].error.startswith("engine error: ValueError")
+    assert outputs[1].segments == outputs[0].segments  # its good piece was answered
+    (last,) = engine.feed([ChunkItem(1, 1, audio[8000:], True)])
+    assert [outputs[0].segments, last.segments] == expected
+    assert any(expected)
+    assert engine.active_streams == 0
+
+
 def test_the_paraformer_onnx_runtime_puts_the_vad_on_this_engine() -> None:
     assert select_engine(EngineName.FSMN_VAD, "paraformer-onnx") is EngineName.FSMN_VAD_ONNX
     assert select_engine(EngineName.FSMN_VAD, "paraformer") is EngineName.FSMN_VAD

@@ -62,7 +62,8 @@ def select_engine(
     ``paraformer-onnx`` puts a streaming Paraformer on ``paraformer-onnx`` and an offline one
     on ``paraformer-offline-onnx``, unless its class is one the offline export does not carry
     (SeACo's hotwords, BiCifParaformer's timestamps), which ``model_dir`` tells: such a
-    model, or one whose directory is not given, stays on ``paraformer-offline``.
+    model, or one whose directory is not given, stays on ``paraformer-offline``. It puts
+    an FSMN-VAD on ``fsmn-vad-onnx``, torch-free as well.
     """
     if runtime != EngineName.PARAFORMER_ONNX:
         return model_engine

@@ -12,7 +12,7 @@ worker step, for every stream's new frames:
   per-layer memory, and funasr's per-frame decisions (``fsmn_vad_state.StreamingVad``).
 - Once per step: the FSMN encoder under ONNX Runtime, over all streams' new frames
   concatenated by stream, each stream's memory in front of its own frames. There is no
-  padding: a stream's scores are the ones it would get alone.
+  padding, and a stream's scores do not depend on its batch-mates (bit for bit, measured).
 
 The graph is built in memory when the worker loads, from the model's own ``model.pt``
 (read without torch, ``torch_checkpoint``): there is no export step. Neither torch nor
@@ -288,7 +288,8 @@ class _Work:
     failed_item: int | None = None
 
     def fail_from(self, item_index: int, exc: Exception) -> None:
-        if self.error is None:
+        """The stream fails from this item on (or from an earlier one that failed)."""
+        if self.failed_item is None or item_index < self.failed_item:
             self.error, self.failed_item = engine_error(exc), item_index
 
 
