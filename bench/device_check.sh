@@ -20,8 +20,9 @@
 # Each step runs under `timeout` within its own limit and what is left of --budget; a step
 # that fails or runs out of time leaves a row saying so, and the next steps still run.
 #
-# Options: --steps a,b,c (rerun some: env and table always run) --engine auto|paraformer-onnx|
-# paraformer, --budget SECONDS, --python PATH, --keep (dry run: keep its work directory).
+# Options: --steps a,b,c (rerun some; env and table always run, and wheels and model where the
+# machine has none yet), --engine auto|paraformer-onnx|paraformer, --budget SECONDS,
+# --python PATH, --keep (dry run: keep its work directory).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,7 @@ while (($#)); do
     --budget) BUDGET=$2 && shift ;;
     --python) PY=$2 && shift ;;
     --keep) KEEP=1 ;;
-    -h | --help) sed -n '2,26p' "$0" && exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" && exit 0 ;;
     *) echo "unknown option $1" >&2 && exit 2 ;;
     esac
     shift
@@ -74,6 +75,14 @@ RESERVE=20 # for the table, whatever happened before
 CHECK="$PY -m bench.device_check"
 
 wanted() { [[ $STEPS == all || ,$STEPS, == *,$1,* ]]; }
+
+# run_always ARGS...: run_step whatever --steps asked (what the later steps need).
+run_always() {
+    local asked=$STEPS
+    STEPS=all
+    run_step "$@"
+    STEPS=$asked
+}
 
 # run_step NAME KEY LIMIT COMMAND...: COMMAND under `timeout`, within LIMIT and the budget
 # left; KEY is the record a stopped or crashed step is marked failed in.
@@ -124,18 +133,18 @@ main() {
         # The wheels step as it will run there, less the install: pip's dry run for 3.12.
         [[ -n $($PY -m bench.device_wheels list 2>&1 >/dev/null) ]] && $PY -m bench.device_wheels download
         run_step wheels wheels 120 $CHECK wheels --work "$WORK" --check
-    else
-        run_step wheels wheels 90 $CHECK wheels --work "$WORK" --target /tmp/site
+    elif wanted wheels || [[ ! -d /tmp/site ]]; then # a fresh machine: nothing installed
+        run_always wheels wheels 90 $CHECK wheels --work "$WORK" --target /tmp/site
     fi
     [[ -d /tmp/site && $MODE == device ]] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 
-    STEPS_ASKED=$STEPS STEPS=all
-    run_step env env 60 $CHECK env --work "$WORK" --device "$DEVICE" --engine "$ENGINE_CHOICE"
-    STEPS=$STEPS_ASKED
+    run_always env env 60 $CHECK env --work "$WORK" --device "$DEVICE" --engine "$ENGINE_CHOICE"
     choose_engine
 
     run_step cuda-tests cuda-tests 120 $CHECK cuda-tests --work "$WORK" --timeout 110
-    run_step model model 200 $CHECK model --work "$WORK" --size "$SIZE" --models "$MODELS" \
+    local model=run_step
+    [[ -f $WORK/model_dir ]] || model=run_always # the later steps need it
+    $model model model 200 $CHECK model --work "$WORK" --size "$SIZE" --models "$MODELS" \
         --threads "$THREADS" "$EXPORT"
     choose_engine # the model step falls back to PyTorch's where the ONNX export failed
     MODEL_DIR=$(cat "$WORK/model_dir" 2>/dev/null || echo "$MODELS/synthetic-streaming-$SIZE-seed0")
