@@ -15,6 +15,7 @@ import yaml
 
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
+from shared.settings import PoolSettings
 from tests.workers.test_fsmn_vad import funasr_vad, spoken
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem, Engine
@@ -27,6 +28,7 @@ from workers.engines.onnx_frontend import (
 )
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.torch_checkpoint import load_state_dict
+from workers.pool import WorkerPool
 
 Segments = tuple[tuple[int, int], ...]
 SIL_LOGIT = float(np.log(0.25))  # speech_noise_thres 0.6: a frame is speech below s0 = 0.2
@@ -380,6 +382,40 @@ def test_a_stream_that_fails_fails_alone(tiny_vad_model: Path) -> None:
     assert [outputs[0].segments, last.segments] == expected
     assert any(expected)
     assert engine.active_streams == 0
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: Path) -> None:
+    """Through a real worker: ``ASR_ENGINE=paraformer-onnx`` puts the VAD pool on this
+    engine, and its events over a stream are funasr's (the pool cuts the pieces)."""
+    import anyio
+
+    audio = spoken(4, ("quiet", 0.4), ("speech", 1.2), ("quiet", 1.2), ("speech", 0.8))
+    reference = load_automodel(str(tiny_vad_model), "cpu", 1)
+    cache: dict[str, Any] = {}
+    # However a stream is cut into pieces, its events are the same, if its last piece
+    # holds audio (funasr ignores an empty one, final or not).
+    expected = funasr_vad(reference, audio[:-960], cache)
+    expected += funasr_final(reference, audio[-960:], cache)
+    settings = PoolSettings(
+        model=str(tiny_vad_model), kind="vad", engine="paraformer-onnx", devices=("cpu",)
+    )
+    found: list[list[int]] = []
+    async with WorkerPool(settings) as pool:
+        assert pool.engine is EngineName.FSMN_VAD_ONNX
+        async with pool.open_stream() as stream:
+
+            async def read() -> None:
+                async for result in stream:
+                    found.extend([beg, end] for beg, end in result.segments)
+
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read)
+                    await stream.finish(audio.tobytes())
+    assert found == expected
+    assert len(found) >= 3
 
 
 def test_the_paraformer_onnx_runtime_puts_the_vad_on_this_engine() -> None:
