@@ -37,6 +37,10 @@ from workers.engines.base import ChunkItem
 from workers.models.resolve import resolve_model
 
 CHUNK_SAMPLES = 9600
+# What FunASR's clients send and the gateway decodes: 5 frames of look-back context and 5 of
+# look-ahead around each 10 (the funasr library's own default, 0,10,5, encodes 15 frames a
+# chunk instead of 20, and so measured a ceiling ~1.3x what a client can be served).
+CLIENT_CHUNK_SIZE = (5, 10, 5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,7 @@ class CeilingRun:
 def _drive(
     spec: EngineSpec,
     spec_look_back: tuple[int, int],
+    chunk_size: tuple[int, int, int],
     streams: int,
     seconds: float,
     barrier: Barrier,
@@ -67,7 +72,9 @@ def _drive(
     # Look-back 0/0: what the ONNX graphs decode with; the PyTorch engine is measured at its
     # own default unless the caller's spec says otherwise (see --look-back).
     options = StreamOptions(
-        encoder_chunk_look_back=spec_look_back[0], decoder_chunk_look_back=spec_look_back[1]
+        chunk_size=chunk_size,
+        encoder_chunk_look_back=spec_look_back[0],
+        decoder_chunk_look_back=spec_look_back[1],
     )
     for stream in range(streams):
         engine.open_stream(stream, options)
@@ -103,6 +110,7 @@ def measure(
     threads: int,
     repeat: int,
     device: str = "cpu",
+    chunk_size: tuple[int, int, int] = CLIENT_CHUNK_SIZE,
 ) -> CeilingRun:
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
     engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
@@ -111,7 +119,9 @@ def measure(
     barrier = context.Barrier(processes)
     results: multiprocessing.Queue[tuple[float, float, float, float]] = context.Queue()
     workers = [
-        context.Process(target=_drive, args=(spec, look_back, streams, seconds, barrier, results))
+        context.Process(
+            target=_drive, args=(spec, look_back, chunk_size, streams, seconds, barrier, results)
+        )
         for _ in range(processes)
     ]
     for worker in workers:
@@ -152,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("paraformer", "paraformer-onnx"), default="paraformer")
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     parser.add_argument(
+        "--chunk-size",
+        default="5,10,5",
+        help="the streams' chunk_size (default: FunASR's clients'; funasr's own is 0,10,5)",
+    )
+    parser.add_argument(
         "--look-back",
         default=None,
         help="encoder,decoder chunk look-back (default: 4,1 for paraformer, 0,0 for onnx)",
@@ -160,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.look_back is None:
         args.look_back = "0,0" if args.engine == "paraformer-onnx" else "4,1"
     encoder_look_back, decoder_look_back = (int(v) for v in args.look_back.split(","))
+    a, b, c = (int(v) for v in args.chunk_size.split(","))
+    chunk_size = (a, b, c)
     runs = []
     for processes in (int(p) for p in args.processes.split(",")):
         for repeat in range(args.repeat):
@@ -174,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.threads,
                 repeat,
                 args.device,
+                chunk_size,
             )
             print(json.dumps(asdict(run)), file=sys.stderr)
             runs.append(run)
