@@ -359,9 +359,10 @@ OFFLINE_ENGINE = Setting(
 OFFLINE_NICE = Setting(
     "ASR_OFFLINE_NICE",
     NICENESS,
-    10,
-    "how much lower the offline pool's workers run than the others (Unix nice): a"
-    " sentence's whole-utterance decode and punctuation yield the cores to streaming chunks",
+    0,
+    "how much lower the offline pool's workers run than the others (Unix nice; 10: a"
+    " sentence's decode yields the cores to streaming chunks, but the next sentence's"
+    " partials wait for it: 6 instead of 8 2pass sessions here, BENCHMARKS.md)",
 )
 VAD_MODEL = Setting(
     "ASR_VAD_MODEL",

@@ -43,11 +43,11 @@ async def test_workers_run_at_the_gateways_priority_by_default() -> None:
         assert niceness(worker.pid) == own
 
 
-def test_the_offline_pool_is_niced_by_default_and_asr_offline_nice_sets_it() -> None:
+def test_asr_offline_nice_sets_the_offline_pools_nice_value() -> None:
     env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum"}
     offline = GatewaySettings.from_env(env).offline_pool
     assert offline is not None
-    assert offline.worker_nice == 10
+    assert offline.worker_nice == 0
     assert GatewaySettings.from_env(env).pool.worker_nice == 0
     tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).offline_pool
     assert tuned is not None
