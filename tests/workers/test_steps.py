@@ -95,6 +95,7 @@ async def test_a_stream_with_a_backlog_does_not_make_another_wait_behind_it() ->
     async with WorkerPool(settings) as pool:
         backlog, lone = pool.open_stream(), pool.open_stream()
         (worker,) = pool.status()
+        assert worker.pid is not None
         os.kill(worker.pid, signal.SIGSTOP)
         try:
             with anyio.fail_after(10):

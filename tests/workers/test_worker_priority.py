@@ -31,6 +31,7 @@ async def test_a_pools_workers_run_at_its_nice_value_and_so_does_their_session()
     settings = PoolSettings(model="checksum", devices=("cpu", "cpu"), worker_nice=7)
     async with WorkerPool(settings) as pool:
         for worker in pool.status():
+            assert worker.pid is not None
             assert niceness(worker.pid) == own + 7
             group = autogroup_nice(worker.pid)
             assert group is None or group == 7  # where the kernel has autogroups
@@ -40,6 +41,7 @@ async def test_workers_run_at_the_gateways_priority_by_default() -> None:
     own = os.nice(0)
     async with WorkerPool(PoolSettings(model="checksum", devices=("cpu",))) as pool:
         (worker,) = pool.status()
+        assert worker.pid is not None
         assert niceness(worker.pid) == own
 
 
