@@ -159,8 +159,11 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_OFFLINE_MODEL": ("paraformer", lambda s: _offline(s).model, "paraformer"),
     "ASR_OFFLINE_DEVICES": ("cuda:1", lambda s: _offline(s).devices, ("cuda:1",)),
     "ASR_OFFLINE_BATCH_WAIT_MS": ("20", lambda s: _offline(s).batch_wait_s, 0.02),
+    "ASR_OFFLINE_ENGINE": ("paraformer-onnx", lambda s: _offline(s).engine, "paraformer-onnx"),
+    "ASR_OFFLINE_NICE": ("5", lambda s: _offline(s).worker_nice, 5),
     "ASR_VAD_MODEL": ("fsmn-vad", lambda s: _vad(s).model, "fsmn-vad"),
     "ASR_VAD_DEVICES": ("cuda:0", lambda s: _vad(s).devices, ("cuda:0",)),
+    "ASR_VAD_ENGINE": ("paraformer-onnx", lambda s: _vad(s).engine, "paraformer-onnx"),
     "ASR_PUNC_MODEL": ("ct-punc", lambda s: _offline(s).punc_model, "ct-punc"),
     "ASR_SENTENCE_PREROLL_MS": ("0", lambda s: s.endpoint.preroll_ms, 0),
     "ASR_ENDPOINT_SILENCE_MS": ("500", lambda s: s.endpoint.silence_ms, 500),
@@ -187,7 +190,8 @@ def _bad_values(kind: Kind[Any]) -> list[str]:
     if isinstance(kind, OrNone):  # empty is unset
         return [raw for raw in _bad_values(kind.kind) if raw]
     if isinstance(kind, Integer):
-        return ["many", "1.5", str(kind.least - 1), *(["33"] if kind.even else [])]
+        too_big = [] if kind.most is None else [str(kind.most + 1)]
+        return ["many", "1.5", str(kind.least - 1), *(["33"] if kind.even else []), *too_big]
     if isinstance(kind, Number | Level):
         return ["soon", "nan", "inf", "0" if isinstance(kind, Level) else "-1"]
     if isinstance(kind, Choice | Flag):
