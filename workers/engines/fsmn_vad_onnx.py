@@ -39,6 +39,7 @@ from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.fsmn_vad_state import Segment, StreamingVad, VadOptions
+from workers.engines.onnx_files import open_session
 from workers.engines.onnx_frontend import OnlineFbankFrontend, OnlineFbankState
 from workers.engines.table import Answer, TableEngine, engine_error
 from workers.engines.torch_checkpoint import load_state_dict
@@ -299,28 +300,13 @@ class FsmnVadOnnxEngine(TableEngine[_Stream]):
     capabilities = EngineCapabilities(text_is_delta=True)
 
     def __init__(self, model_dir: Path, device: str = "cpu", threads: int = 1) -> None:
-        import onnxruntime as ort
-
         super().__init__()
         self._model = VadModel.read(model_dir)
         self._frontend = OnlineFbankFrontend(model_dir / "am.mvn", self._model.frontend_conf)
         if self._frontend.output_size != self._model.encoder.input_dim:
             raise ValueError(f"{model_dir}: the frontend's features do not fit the encoder")
         self._stride_samples = STRIDE_MS * self._frontend.fs // 1000
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        providers: list[Any] = ["CPUExecutionProvider"]
-        if device.startswith("cuda"):
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeError(
-                    f"device {device} requested but onnxruntime has no CUDA provider here"
-                    " (install onnxruntime-gpu)"
-                )
-            device_id = int(device.partition(":")[2] or 0)
-            providers = [("CUDAExecutionProvider", {"device_id": device_id}), *providers]
-        self._encoder = ort.InferenceSession(self._model.graph, options, providers=providers)
+        self._encoder = open_session(self._model.graph, device, threads)
 
     @classmethod
     def load(cls, spec: EngineSpec) -> FsmnVadOnnxEngine:

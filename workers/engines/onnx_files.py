@@ -156,10 +156,11 @@ def _offline_up_to_date(model_dir: Path, precision: Precision, manifest: dict[st
     )
 
 
-def open_session(path: Path, device: str, threads: int) -> Any:
-    """An onnxruntime session on ``path`` as the ONNX engines run them (onnxruntime is
-    imported here, not at this module's import): ``threads`` intra-op threads, no arena,
-    the CUDA provider for a ``cuda`` device (refused where onnxruntime has none)."""
+def open_session(model: Path | bytes, device: str, threads: int) -> Any:
+    """An onnxruntime session on ``model`` (a file, or a serialized graph) as the ONNX
+    engines run them (onnxruntime is imported here, not at this module's import):
+    ``threads`` intra-op threads, no arena, the CUDA provider for a ``cuda`` device
+    (refused where onnxruntime has none)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -178,4 +179,5 @@ def open_session(path: Path, device: str, threads: int) -> Any:
             )
         device_id = int(device.partition(":")[2] or 0)
         providers = [("CUDAExecutionProvider", {"device_id": device_id}), *providers]
-    return ort.InferenceSession(str(path), options, providers=providers)
+    source = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(source, options, providers=providers)
