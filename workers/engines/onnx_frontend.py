@@ -126,8 +126,17 @@ class StreamingFrontend:
         return used, self._kaldi_fbank(data * np.float32(1 << 15))
 
     def _kaldi_fbank(self, waveform: Floats, frame_length: float | None = None) -> Floats:
-        knf = self._knf
-        opts = knf.FbankOptions()
+        fbank = self._knf.OnlineFbank(self._fbank_options(frame_length))
+        fbank.accept_waveform(float(self.fs), waveform.astype(np.float32).tolist())
+        fbank.input_finished()
+        count = fbank.num_frames_ready
+        if count == 0:
+            return np.zeros((0, self.n_mels), np.float32)
+        return np.stack([fbank.get_frame(i) for i in range(count)]).astype(np.float32)
+
+    def _fbank_options(self, frame_length: float | None = None) -> Any:
+        """funasr's ``kaldi.fbank`` options, for kaldi-native-fbank."""
+        opts = self._knf.FbankOptions()
         opts.frame_opts.samp_freq = float(self.fs)
         opts.frame_opts.frame_length_ms = (
             self.frame_length if frame_length is None else frame_length
@@ -148,13 +157,7 @@ class StreamingFrontend:
         opts.use_log_fbank = True
         opts.use_power = True
         opts.htk_compat = False
-        fbank = knf.OnlineFbank(opts)
-        fbank.accept_waveform(float(self.fs), waveform.astype(np.float32).tolist())
-        fbank.input_finished()
-        count = fbank.num_frames_ready
-        if count == 0:
-            return np.zeros((0, self.n_mels), np.float32)
-        return np.stack([fbank.get_frame(i) for i in range(count)]).astype(np.float32)
+        return opts
 
     def _lfr_cmvn(self, feats: Floats, state: FrontendState, is_final: bool) -> tuple[Floats, int]:
         out = feats
@@ -308,26 +311,3 @@ class OnlineFbankFrontend(StreamingFrontend):
         state.frames_read = ready
         used = data[: (frames - 1) * self.shift_samples + self.frame_samples]
         return used, feats.astype(np.float32)
-
-    def _fbank_options(self) -> Any:
-        """``_kaldi_fbank``'s options (funasr's ``kaldi.fbank`` through kaldi-native-fbank)."""
-        opts = self._knf.FbankOptions()
-        opts.frame_opts.samp_freq = float(self.fs)
-        opts.frame_opts.frame_length_ms = self.frame_length
-        opts.frame_opts.frame_shift_ms = self.frame_shift
-        opts.frame_opts.dither = self.dither
-        opts.frame_opts.snip_edges = True
-        opts.frame_opts.window_type = self.window
-        opts.frame_opts.preemph_coeff = 0.97
-        opts.frame_opts.remove_dc_offset = True
-        opts.frame_opts.round_to_power_of_two = True
-        opts.mel_opts.num_bins = self.n_mels
-        opts.mel_opts.low_freq = 20.0
-        opts.mel_opts.high_freq = 0.0
-        opts.energy_floor = 0.0
-        opts.raw_energy = True
-        opts.use_energy = False
-        opts.use_log_fbank = True
-        opts.use_power = True
-        opts.htk_compat = False
-        return opts
