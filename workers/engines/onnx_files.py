@@ -156,6 +156,16 @@ def _offline_up_to_date(model_dir: Path, precision: Precision, manifest: dict[st
     )
 
 
+def require_export(model_dir: Path, precision: Precision) -> None:
+    """Refuse to load a Paraformer (either kind) whose export is missing or stale."""
+    if not up_to_date(model_dir, precision):
+        raise FileNotFoundError(
+            f"no up-to-date {precision} ONNX export in {model_dir}:"
+            f" run python -m workers.models.export {model_dir}"
+            + (" --int8" if precision == "int8" else "")
+        )
+
+
 def open_session(model: Path | bytes, device: str, threads: int) -> Any:
     """An onnxruntime session on ``model`` (a file, or a serialized graph) as the ONNX
     engines run them (onnxruntime is imported here, not at this module's import):

@@ -35,7 +35,7 @@ from shared.engines import EngineName, Precision
 from shared.messages import EngineSpec
 from workers.engines.base import Timestamps
 from workers.engines.model_dir import model_class
-from workers.engines.onnx_files import OfflineOnnxFiles, open_session, up_to_date
+from workers.engines.onnx_files import OfflineOnnxFiles, open_session, require_export
 from workers.engines.onnx_frontend import UtteranceFrontend, load_sentence_postprocess
 from workers.engines.paraformer import to_float
 from workers.engines.paraformer_offline import ParaformerOfflineEngine, _Final
@@ -82,12 +82,7 @@ class ParaformerOfflineOnnxEngine(ParaformerOfflineEngine):
         if spec.model_dir is None:
             raise ValueError("the paraformer-offline-onnx engine needs a model directory")
         model_dir = Path(spec.model_dir)
-        if not up_to_date(model_dir, spec.precision):
-            raise FileNotFoundError(
-                f"no up-to-date {spec.precision} ONNX export in {model_dir}:"
-                f" run python -m workers.models.export {model_dir}"
-                + (" --int8" if spec.precision == "int8" else "")
-            )
+        require_export(model_dir, spec.precision)
         punctuator = cls._load_punctuator(spec)
         return cls(model_dir, spec.precision, spec.device, spec.threads, punctuator)
 

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from shared.engines import EngineCapabilities, EngineName, Precision
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
-from workers.engines.onnx_files import INV_TIMESCALES, OnnxFiles, open_session, up_to_date
+from workers.engines.onnx_files import INV_TIMESCALES, OnnxFiles, open_session, require_export
 from workers.engines.onnx_frontend import (
     FrontendState,
     StreamingFrontend,
@@ -112,12 +112,7 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
         if spec.model_dir is None:
             raise ValueError("the paraformer-onnx engine needs a model directory")
         model_dir = Path(spec.model_dir)
-        if not up_to_date(model_dir, spec.precision):
-            raise FileNotFoundError(
-                f"no up-to-date {spec.precision} ONNX export in {model_dir}:"
-                f" run python -m workers.models.export {model_dir}"
-                + (" --int8" if spec.precision == "int8" else "")
-            )
+        require_export(model_dir, spec.precision)
         return cls(model_dir, spec.precision, spec.device, spec.threads)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
