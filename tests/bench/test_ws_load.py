@@ -105,3 +105,15 @@ def test_markdown_reports_median_and_spread() -> None:
     table = markdown(points)
     assert "| shm | 10 | 3 | 0 |" in table
     assert "3.0 (2.0-4.0)" in table
+
+
+def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> None:
+    from bench.ws_load import SendLog
+
+    log = SendLog()
+    for frame, at in enumerate([1.0, 2.0, 3.0]):
+        log.record((frame + 1) * 1920, at)
+    assert log.time_of(1920) == 1.0  # the first frame's last byte
+    assert log.time_of(1921) == 2.0  # the second frame's first byte
+    assert log.time_of(3 * 1920) == 3.0
+    assert log.time_of(3 * 1920 + 1) is None  # not sent yet
