@@ -23,7 +23,6 @@ Differences from funasr's own export (``AutoModel.export``):
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -46,7 +45,7 @@ from workers.engines.onnx_files import (
 # Re-exported: workers.models.export_punc takes the opset and the atomic write from here.
 from workers.models.export_common import OPSET as OPSET
 from workers.models.export_common import _write_atomically as _write_atomically
-from workers.models.export_common import quantize_matmuls
+from workers.models.export_common import load_for_export, quantize_matmuls
 
 
 def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
@@ -77,13 +76,7 @@ def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
 def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
     import torch
 
-    from workers.engines.paraformer import load_automodel
-
-    automodel = load_automodel(str(model_dir), "cpu", threads)
-    kwargs: dict[str, Any] = copy.deepcopy(automodel.kwargs)
-    kwargs.pop("model", None)
-    model = copy.deepcopy(automodel.model).eval()
-    del automodel
+    model, kwargs = load_for_export(model_dir, threads)
     frontend_conf = kwargs["frontend_conf"]
     _save_inv_timescales(
         int(frontend_conf["n_mels"]) * int(frontend_conf["lfr_m"]), files.directory

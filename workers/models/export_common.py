@@ -55,6 +55,19 @@ class _FeedReader:
         return next(self._feeds, None)
 
 
+def load_for_export(model_dir: Path, threads: int) -> tuple[Any, dict[str, Any]]:
+    """funasr's model of ``model_dir`` in eval mode, and its build options without the
+    model: copies, so that an export's in-place rebuild never touches funasr's own."""
+    import copy
+
+    from workers.engines.paraformer import load_automodel
+
+    automodel = load_automodel(str(model_dir), "cpu", threads)
+    kwargs: dict[str, Any] = copy.deepcopy(automodel.kwargs)
+    kwargs.pop("model", None)
+    return copy.deepcopy(automodel.model).eval(), kwargs
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
         handle.write(data)

@@ -35,7 +35,6 @@ are refused, and ``select_engine`` keeps them on the PyTorch engine.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import tempfile
@@ -55,7 +54,7 @@ from workers.engines.onnx_files import (
     up_to_date,
 )
 from workers.engines.paraformer_offline_onnx import EXPORTED_MODEL_CLASSES, serves
-from workers.models.export_common import OPSET, _write_atomically, quantize_matmuls
+from workers.models.export_common import OPSET, _write_atomically, load_for_export, quantize_matmuls
 from workers.models.resolve import OFFLINE_MODEL_CLASSES
 
 CALIBRATION_SECONDS = (1.0, 1.6, 2.3, 3.0, 3.0, 3.4, 4.1, 4.8, 5.5, 6.0)
@@ -99,13 +98,7 @@ def export_offline(model_dir: Path, int8: bool = False, threads: int = 2) -> Off
 def _export_fp32(model_dir: Path, path: Path, threads: int) -> None:
     import torch
 
-    from workers.engines.paraformer import load_automodel
-
-    automodel = load_automodel(str(model_dir), "cpu", threads)
-    kwargs: dict[str, Any] = copy.deepcopy(automodel.kwargs)
-    kwargs.pop("model", None)
-    model = copy.deepcopy(automodel.model).eval()
-    del automodel
+    model, kwargs = load_for_export(model_dir, threads)
     rebuilt = model.export(type="onnx", **kwargs)  # funasr's export modules, in place
     graph = _masked_graph(rebuilt).eval()
     with (
