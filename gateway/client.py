@@ -3,12 +3,15 @@
 ::
 
     python -m gateway.client FILE.wav [--url ws://127.0.0.1:10095/]
-        [--mode online|offline|2pass] [--fast]
+        [--mode online|offline|2pass] [--fast] [--resumable]
 
 The file must be 16 kHz mono 16-bit PCM. Audio goes out in FunASR's framing (``60 ms x
 chunk_size[1] / chunk_interval`` per frame), in real time unless ``--fast``. Online, each
-partial prints the transcript so far; the final result prints last. Exit status: 0 with the
-final result, 1 when the server refused or failed the session, 2 when the file is unusable.
+partial prints the transcript so far; the final result prints last. With ``--resumable``
+the session survives a dropped connection: the client reconnects with the server's resume
+token and sends again what the server had not taken (``gateway.resume_client``). Exit
+status: 0 with the final result, 1 when the server refused or failed the session, 2 when
+the file is unusable.
 """
 
 from __future__ import annotations
@@ -25,13 +28,36 @@ from pathlib import Path
 
 import anyio
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import (
+    ConnectionClosed,
+    ConnectionClosedOK,
+    InvalidHandshake,
+    InvalidMessage,
+    InvalidStatus,
+    InvalidURI,
+)
 from websockets.typing import Subprotocol
 
+from gateway.resume_client import (
+    Acked,
+    Duplicate,
+    ProtocolViolation,
+    Resend,
+    Result,
+    ResumeTracker,
+    SessionOpened,
+    backoff_delays,
+    is_dropped,
+)
+from gateway.resume_client import (
+    Message as Message,  # re-exported: the type of what the callbacks get
+)
+
 SAMPLE_RATE = 16000
+BYTES_PER_SECOND = 2 * SAMPLE_RATE
 DEFAULT_URL = "ws://127.0.0.1:10095/"  # where FunASR servers, and our quick start, listen
 
-Message = Mapping[str, object]
+MessageCallback = Callable[[Message], None]
 
 
 class ServerError(Exception):
@@ -46,7 +72,20 @@ class ServerError(Exception):
 @dataclass(frozen=True, slots=True)
 class Transcript:
     text: str  # online: every result's text joined; offline: the final text
-    messages: tuple[Message, ...]  # every result, in order; the last is the final one
+    messages: tuple[Message, ...]  # every result, in order, once; the last is the final one
+    resumes: int = 0  # how many times the session was resumed on a new connection
+    duplicates: int = 0  # results a resumed server sent again, dropped
+
+
+@dataclass(frozen=True, slots=True)
+class _Dropped:
+    """The connection was lost, not (yet) the session: resumable, if it has a token."""
+
+    code: int | None
+    message: str
+
+
+Outcome = Transcript | ServerError | _Dropped
 
 
 def read_wav(path: Path) -> bytes:
@@ -61,6 +100,55 @@ def read_wav(path: Path) -> bytes:
         return wav.readframes(wav.getnframes())
 
 
+class _Pacer:
+    """Real-time pacing anchored at the session's first frame and kept across connections:
+    audio sent again after a resume goes at once up to where that schedule has got (as a
+    live source's buffered audio would), then in real time."""
+
+    def __init__(self, realtime: bool) -> None:
+        self.realtime = realtime
+        self._start: float | None = None
+
+    async def wait_for(self, offset: int) -> None:
+        if not self.realtime:
+            return
+        now = anyio.current_time()
+        if self._start is None:
+            self._start = now - offset / BYTES_PER_SECOND
+        delay = self._start + offset / BYTES_PER_SECOND - now
+        if delay > 0:
+            await anyio.sleep(delay)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    """One utterance's session: what outlives each of its connections."""
+
+    url: str
+    headers: Mapping[str, str] | None
+    config: Mapping[str, object]
+    pcm: bytes
+    frame_bytes: int
+    mode: str
+    pacer: _Pacer
+    tracker: ResumeTracker
+    results: list[Message]
+    on_message: MessageCallback | None
+    on_session: MessageCallback | None
+
+    def transcript(self) -> Transcript:
+        messages = self.results
+        if self.mode == "offline":
+            text = str(messages[-1].get("text", ""))
+        elif self.mode == "2pass":  # each sentence's offline text replaces its partials
+            text = "".join(
+                str(m.get("text", "")) for m in messages if m.get("mode") == "2pass-offline"
+            )
+        else:
+            text = "".join(str(m.get("text", "")) for m in messages)
+        return Transcript(text, tuple(messages), self.tracker.resumes, self.tracker.duplicates)
+
+
 async def transcribe(
     url: str,
     pcm: bytes,
@@ -70,12 +158,18 @@ async def transcribe(
     chunk_size: Sequence[int] = (5, 10, 5),
     chunk_interval: int = 10,
     realtime: bool = True,
-    on_message: Callable[[Message], None] | None = None,
+    on_message: MessageCallback | None = None,
     api_key: str | None = None,
+    resumable: bool = False,
+    on_session: MessageCallback | None = None,
 ) -> Transcript:
     """Stream ``pcm`` as one utterance and return its results; ``ServerError`` on refusal
-    (its ``code`` is the close code, or the HTTP status of a refused handshake)."""
-    config = {
+    (its ``code`` is the close code, or the HTTP status of a refused handshake).
+
+    ``resumable``: ask for a resumable session and, when the connection drops, resume it
+    (for up to the window the server's session frame gives). ``on_message`` sees each
+    result once; ``on_session`` each session frame, the first and one per resume."""
+    config: dict[str, object] = {
         "mode": mode,
         "chunk_size": list(chunk_size),
         "chunk_interval": chunk_interval,
@@ -84,59 +178,104 @@ async def transcribe(
         "audio_fs": SAMPLE_RATE,
         "is_speaking": True,
     }
+    if resumable:
+        config["resumable"] = True
     frame_samples = SAMPLE_RATE * 60 * chunk_size[1] // chunk_interval // 1000
-    outcome: Transcript | ServerError
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    stream = _Stream(
+        url=url,
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
+        config=config,
+        pcm=pcm,
+        frame_bytes=2 * frame_samples,
+        mode=mode,
+        pacer=_Pacer(realtime),
+        tracker=ResumeTracker(audio_samples=len(pcm) // 2),
+        results=[],
+        on_message=on_message,
+        on_session=on_session,
+    )
+    outcome = await _connection(stream, url, first=True)  # OSError: cannot connect at all
+    while isinstance(outcome, _Dropped) and resumable and stream.tracker.can_resume:
+        outcome = await _resume(stream, outcome)
+    if isinstance(outcome, _Dropped):
+        outcome = ServerError(outcome.code, outcome.message)
+    if isinstance(outcome, ServerError):
+        raise outcome
+    return outcome
+
+
+async def _resume(stream: _Stream, dropped: _Dropped) -> Outcome:
+    """Reconnect with the newest token, backing off, until a connection gets its session
+    frame or the resume window passes; then that connection's outcome."""
+    window_s = stream.tracker.window_s
+    deadline = anyio.current_time() + window_s
+    resumes = stream.tracker.resumes
+    for delay in backoff_delays():
+        await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))
+        if anyio.current_time() >= deadline:
+            break
+        try:
+            outcome = await _connection(stream, stream.tracker.resume_url(stream.url), first=False)
+        except (OSError, TimeoutError, InvalidMessage) as exc:  # refused, unreachable, cut
+            dropped = _Dropped(None, f"cannot reconnect: {exc}")
+            continue
+        if isinstance(outcome, _Dropped) and stream.tracker.resumes == resumes:
+            dropped = outcome  # lost before its session frame: the same token again
+            continue
+        return outcome
+    return ServerError(dropped.code, f"{dropped.message} (not resumed within {window_s:g} s)")
+
+
+async def _connection(stream: _Stream, url: str, *, first: bool) -> Outcome:
+    """One WebSocket of the session. The first sends the config and all the audio at once;
+    a resumed one waits for its session frame to know what to send again."""
     try:
         async with (
             connect(
                 url,
                 subprotocols=[Subprotocol("binary")],
                 compression=None,
-                additional_headers=headers,
+                additional_headers=stream.headers,
             ) as websocket,
             anyio.create_task_group() as group,
         ):
-            group.start_soon(
-                partial(_send_audio, websocket, config, pcm, 2 * frame_samples, realtime)
-            )
-            outcome = await _receive_results(websocket, mode, on_message)
+
+            def start_sending(resend: Resend, config: Mapping[str, object] | None = None) -> None:
+                group.start_soon(partial(_send_audio, websocket, stream, resend, config))
+
+            if first:
+                start_sending(Resend(from_byte=0, send_end=True), stream.config)
+            outcome = await _receive_results(websocket, stream, start_sending)
             group.cancel_scope.cancel()
     except InvalidStatus as refused:
-        raise _handshake_error(refused) from None
-    if isinstance(outcome, ServerError):
-        raise outcome
+        return _handshake_error(refused)
     return outcome
 
 
 async def _send_audio(
     websocket: ClientConnection,
-    config: Mapping[str, object],
-    pcm: bytes,
-    frame_bytes: int,
-    realtime: bool,
+    stream: _Stream,
+    resend: Resend,
+    config: Mapping[str, object] | None,
 ) -> None:
-    frame_seconds = frame_bytes / 2 / SAMPLE_RATE
     try:
-        await websocket.send(json.dumps(config))
-        start = anyio.current_time()
-        for index, offset in enumerate(range(0, len(pcm), frame_bytes)):
-            if realtime:
-                delay = start + index * frame_seconds - anyio.current_time()
-                if delay > 0:
-                    await anyio.sleep(delay)
-            await websocket.send(pcm[offset : offset + frame_bytes])
-        await websocket.send(json.dumps({"is_speaking": False}))
-    except ConnectionClosed:
+        if config is not None:
+            await websocket.send(json.dumps(config))
+        for offset in range(resend.from_byte, len(stream.pcm), stream.frame_bytes):
+            await stream.pacer.wait_for(offset)
+            await websocket.send(stream.pcm[offset : offset + stream.frame_bytes])
+        if resend.send_end:
+            await websocket.send(json.dumps({"is_speaking": False}))
+    except (ConnectionClosed, OSError):
         pass  # the receiver reports why
 
 
 async def _receive_results(
-    websocket: ClientConnection, mode: str, on_message: Callable[[Message], None] | None
-) -> Transcript | ServerError:
-    messages: list[Message] = []
+    websocket: ClientConnection, stream: _Stream, start_sending: Callable[[Resend], None]
+) -> Outcome:
     try:
-        async for raw in websocket:
+        while True:
+            raw = await websocket.recv()
             if isinstance(raw, bytes):
                 continue
             message = json.loads(raw)
@@ -144,23 +283,33 @@ async def _receive_results(
                 continue
             if message.get("type") == "error":
                 return ServerError(_int_or_none(message.get("code")), str(message.get("message")))
-            messages.append(message)
-            if on_message is not None:
-                on_message(message)
-            if message.get("is_final") is True:
-                if mode == "offline":
-                    text = str(message.get("text", ""))
-                elif mode == "2pass":  # each sentence's offline text replaces its partials
-                    text = "".join(
-                        str(m.get("text", "")) for m in messages if m.get("mode") == "2pass-offline"
-                    )
-                else:
-                    text = "".join(str(m.get("text", "")) for m in messages)
-                return Transcript(text, tuple(messages))
+            try:
+                event = stream.tracker.feed(message)
+            except ProtocolViolation as exc:
+                return ServerError(None, str(exc))
+            match event:
+                case SessionOpened(resend=resend):
+                    if stream.on_session is not None:
+                        stream.on_session(message)
+                    if resend is not None:
+                        start_sending(resend)
+                case Acked() | Duplicate():
+                    pass
+                case Result(message=result):
+                    stream.results.append(result)
+                    if stream.on_message is not None:
+                        stream.on_message(result)
+                    if result.get("is_final") is True:
+                        return stream.transcript()
     except ConnectionClosed as exc:
         code = exc.rcvd.code if exc.rcvd is not None else None
-        return ServerError(code, "the connection closed before the final result")
-    return ServerError(None, "the server closed the connection before the final result")
+        if isinstance(exc, ConnectionClosedOK):
+            reason = "the server closed the connection before the final result"
+        else:
+            reason = "the connection closed before the final result"
+        return _Dropped(code, reason) if is_dropped(code) else ServerError(code, reason)
+    except OSError as exc:
+        return _Dropped(None, f"the connection failed: {exc}")
 
 
 def _handshake_error(refused: InvalidStatus) -> ServerError:
@@ -189,6 +338,16 @@ def _printer() -> Callable[[Message], None]:
         print(f"{label}: {text}", flush=True)
 
     return show
+
+
+def _report_resume(message: Message) -> None:
+    if message.get("resumed") is True:
+        print(
+            f"gateway.client: resumed session {message.get('id')} at sample"
+            f" {message.get('samples')}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _print_json(message: Message) -> None:
@@ -220,6 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-interval", type=int, default=10, metavar="N", help="default 10")
     parser.add_argument("--json", action="store_true", help="print each result as JSON")
     parser.add_argument(
+        "--resumable",
+        action="store_true",
+        help="resume the session on a new connection when the connection drops",
+    )
+    parser.add_argument(
         "--api-key", default=os.environ.get("ASR_API_KEY"), help="default $ASR_API_KEY"
     )
     args = parser.parse_args(argv)
@@ -240,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         realtime=not args.fast,
         on_message=on_message,
         api_key=args.api_key,
+        resumable=args.resumable,
+        on_session=_report_resume,
     )
     try:
         anyio.run(run)
