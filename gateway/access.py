@@ -93,7 +93,7 @@ def check_key(
     """A refusal unless the request presents one of the keys (none needed without keys)."""
     if not settings.api_keys:
         return None
-    key = _presented_key(headers, query_string)
+    key = presented_key(headers, query_string)
     if key is None:
         return Refusal(
             401,
@@ -107,7 +107,7 @@ def check_key(
     return None
 
 
-def _presented_key(headers: Mapping[str, str], query_string: bytes) -> str | None:
+def presented_key(headers: Mapping[str, str], query_string: bytes) -> str | None:
     authorization = headers.get("authorization")
     if authorization is not None:
         scheme, _, credentials = authorization.partition(" ")

@@ -39,6 +39,7 @@ from gateway.admission import Admission
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
 from gateway.closing import CLOSE_GRACE_S
 from gateway.metrics import GatewayMetrics
+from gateway.resume import ResumableSessions
 from gateway.server_log import quiet_client_faults
 from gateway.serving import Serving
 from gateway.settings import GatewaySettings
@@ -182,8 +183,19 @@ class Gateway:
                         lambda: budget.held / BYTES_PER_SECOND,
                         budget.max_bytes / BYTES_PER_SECOND,
                     )
+                    resumes = ResumableSessions(
+                        settings.replica_id, settings.resume_window_s, settings.max_parked_sessions
+                    )
                     self._serving = Serving(
-                        settings, pool, admission, clients, limiter, offline_pool, vad_pool, budget
+                        settings,
+                        pool,
+                        admission,
+                        clients,
+                        limiter,
+                        offline_pool,
+                        vad_pool,
+                        budget,
+                        resumes,
                     )
                     signals = SignalDrain() if self._wrap_signals else None
                     with signals or contextlib.nullcontext():

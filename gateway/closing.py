@@ -28,15 +28,19 @@ async def close_with_error(
     mode: str = "2pass",
     wav_name: str = "",
     owed_acknowledgements: Sequence[Label] = (),
+    pending_frames: Sequence[str] = (),
 ) -> None:
     """Send our error frame, then close with the error's code; a gone client is fine.
 
     ``owed_acknowledgements``: ends the client sent with ``is_end`` and still waits to have
     acknowledged; each is answered first, failed (FunASR's Python client then raises the
-    error at once, rather than waiting out its timeout)."""
+    error at once, rather than waiting out its timeout). ``pending_frames``: results the
+    session had for the client and not yet sent; they go first, since they were decoded."""
     code = error.close_code
     with anyio.move_on_after(CLOSE_GRACE_S, shield=True) as grace:
         try:
+            for frame in pending_frames:
+                await websocket.send_text(frame)
             for owed in owed_acknowledgements:
                 await websocket.send_text(
                     end_acknowledgement(mode=owed.mode, wav_name=owed.wav_name, error=error.message)

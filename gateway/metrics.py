@@ -97,6 +97,23 @@ class GatewayMetrics:
             ["code"],
             registry=registry,
         )
+        self.sessions_parked = Gauge(
+            "asr_sessions_parked",
+            "Resumable sessions whose connection dropped, waiting for a resume",
+            registry=registry,
+        )
+        self.resumes = Counter(
+            "asr_resumes",
+            "Resumes, by outcome: resumed, invalid, forbidden, expired, reused, results_gone,"
+            " misdirected, draining",
+            ["outcome"],
+            registry=registry,
+        )
+        self.parking_refused = Counter(
+            "asr_parking_refused",
+            "Resumable sessions ended at a drop because ASR_MAX_PARKED_SESSIONS were parked",
+            registry=registry,
+        )
         self.utterances = Counter(
             "asr_utterances", "Utterances started, by mode", ["mode"], registry=registry
         )

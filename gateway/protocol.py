@@ -44,6 +44,7 @@ MAX_CHUNK_UNITS = 100
 MAX_CHUNK_INTERVAL = 1000
 MAX_LOOK_BACK = 100
 MAX_WAV_NAME_CHARS = 256
+MAX_RESUME_TOKEN_CHARS = 256
 
 # int() alone would also take "+5", "1_0" and non-ASCII digits; FunASR's clients send none.
 _CHUNK_PART = re.compile(r"\s*([0-9]{1,3})\s*")
@@ -67,6 +68,8 @@ class SessionConfig:
     # Ours, opt-in: a result for every model chunk, even with empty text, so that a
     # benchmark can time each chunk by its ``seq``.
     timing: bool = False
+    # Ours, opt-in (gateway.resume): the session survives a dropped connection.
+    resumable: bool = False
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -118,7 +121,23 @@ class EndWithoutUtterance:
     config: SessionConfig
 
 
-Event = ConfigReceived | ConfigUpdated | AudioReceived | EndOfUtterance | EndWithoutUtterance
+@dataclass(frozen=True, slots=True)
+class ResumeRequested:
+    """A connection's first frame asks to resume a parked session (ours, opt-in):
+    ``{"resume": TOKEN, "last_result": K}``."""
+
+    token: str
+    last_result: int
+
+
+Event = (
+    ConfigReceived
+    | ConfigUpdated
+    | AudioReceived
+    | EndOfUtterance
+    | EndWithoutUtterance
+    | ResumeRequested
+)
 
 # The config fields; a frame carrying any of them (or is_speaking: true) sets them.
 CONFIG_KEYS = frozenset(field.name for field in dataclass_fields(SessionConfig))
@@ -287,6 +306,7 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         hotwords=pick("hotwords", parse_hotwords, old.hotwords),
         itn=pick("itn", _bool, old.itn),
         timing=pick("timing", _bool, old.timing),
+        resumable=pick("resumable", _bool, old.resumable),
     )
 
 
@@ -314,6 +334,17 @@ class ProtocolParser:
         if self.state is ParserState.STREAMING and self.config is not None:
             return self.config
         return self.next_config
+
+    @property
+    def samples_taken(self) -> int:
+        """Whole samples of the current (or last ended) utterance's audio parsed so far."""
+        return self.bytes_received // 2
+
+    def reconnected(self) -> None:
+        """A resumed connection: the first half of a sample that the old connection's last
+        frame left is dropped, since the client resends from the last whole sample."""
+        self.bytes_received -= len(self._odd_byte)
+        self._odd_byte = b""
 
     def receive_text(self, text: str) -> list[Event]:
         self._check_usable()
@@ -353,6 +384,8 @@ class ProtocolParser:
         return self._receive_object(fields)
 
     def _receive_object(self, fields: dict[str, object]) -> list[Event]:
+        if "resume" in fields:
+            return [self._resume(fields)]
         is_speaking, is_finished, is_end = (
             _bool(name, fields[name]) if name in fields else None
             for name in ("is_speaking", "is_finished", "is_end")
@@ -376,6 +409,15 @@ class ProtocolParser:
         if is_speaking is True or sets_config:
             return [self._start_utterance(fields)]
         raise ProtocolError("text frame is neither a config nor an end message")
+
+    def _resume(self, fields: dict[str, object]) -> ResumeRequested:
+        if self.state is not ParserState.AWAITING_CONFIG or self.config is not None:
+            raise ProtocolError("a resume must be a connection's first frame")
+        token = _text("resume", fields["resume"])
+        if len(token) > MAX_RESUME_TOKEN_CHARS:
+            raise ProtocolError(f"resume: a token is at most {MAX_RESUME_TOKEN_CHARS} characters")
+        last_result = _int_in(0, 2**53)("last_result", fields.get("last_result", 0))
+        return ResumeRequested(token, last_result)
 
     def _start_utterance(self, fields: dict[str, object]) -> ConfigReceived:
         config = parse_config(fields, self.next_config)

@@ -93,6 +93,48 @@ def error_message(code: int, message: str, mode: str = "2pass", wav_name: str = 
     )
 
 
+def numbered(frame: str, result_id: int) -> str:
+    """``frame`` with a resumable session's ``result_id`` added. Every frame here is a JSON
+    object from ``_dumps``, so the field goes in before its closing brace."""
+    assert frame.endswith("}"), "a JSON object"
+    return f'{frame[:-1]}, "result_id": {result_id}}}'
+
+
+def session_message(
+    *,
+    session_id: str,
+    resume_token: str,
+    window_s: float,
+    resumed: bool,
+    utterance: int,
+    samples: int,
+    input_ended: bool,
+    last_result: int,
+) -> str:
+    """A resumable session's first frame on each connection: its name, the token for the
+    next resume (each works once), and where the session stands: the utterance whose audio
+    the server is taking, how many of its samples it has, whether it has taken its end, and
+    the newest result number. ``type`` and no ``mode``: not a result."""
+    return _dumps(
+        {
+            "type": "session",
+            "id": session_id,
+            "resume_token": resume_token,
+            "resume_window_s": window_s,
+            "resumed": resumed,
+            "utterance": utterance,
+            "samples": samples,
+            "input_ended": input_ended,
+            "last_result": last_result,
+        }
+    )
+
+
+def ack_message(*, utterance: int, samples: int) -> str:
+    """The samples of ``utterance`` the server has taken: a resume goes on from there."""
+    return _dumps({"type": "ack", "utterance": utterance, "samples": samples})
+
+
 def timing_fields(result: StreamResult, worker: int) -> dict[str, object]:
     """Our additive result fields, read by the benchmark; FunASR clients ignore them."""
     return {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from gateway.access import ClientSessions
 from gateway.admission import Admission
 from gateway.budget import AudioBudget
+from gateway.resume import ResumableSessions
 from gateway.settings import GatewaySettings
 from gateway.transcribe import TranscriptionLimiter
 from workers.pool import WorkerPool
@@ -23,6 +24,7 @@ class Serving:
     offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
     vad_pool: WorkerPool | None  # ASR_VAD_MODEL's, else None: the energy endpointer
     budget: AudioBudget  # the audio all sessions hold in this process
+    resumes: ResumableSessions  # the sessions a resume can reach (gateway.resume)
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:

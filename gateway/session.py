@@ -1,11 +1,13 @@
-"""One WebSocket connection: one task group of a reader, a forwarder and a writer.
+"""One session: its task group of a forwarder, a writer and the connections it is served on,
+each connection its own task group of a reader and a sender.
 
 ::
 
     reader:    ws frames -> ProtocolParser -> [events, bounded]
     forwarder: [events] -> the utterance's logic (gateway.utterance) -> its actions:
                pool streams opened, fed and finished; passes handed on -> [passes, bounded]
-    writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> ws frames
+    writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> [outbox]
+    sender:    [outbox] -> ws frames
 
 Each mode's logic is sans I/O (``gateway.utterance``): it turns the parser's events into
 actions, and the forwarder only carries them out, answering its questions (the VAD's
@@ -13,8 +15,17 @@ answer to a piece, where to cut long audio) before it reads the next event.
 
 Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
 events stream, which stops the reader, which leaves frames unread in uvicorn, which stops
-reading the socket, and TCP pushes back on the client. A slow client makes the writer wait,
-which leaves results unread, which makes ``send`` wait the same way.
+reading the socket, and TCP pushes back on the client. A slow client makes the sender wait,
+which fills the outbox (``gateway.outbox``), which makes the writer wait, which leaves
+results unread, which makes ``send`` wait the same way.
+
+A session lives as long as its first connection, unless it is resumable
+(``gateway.resume``): then a dropped connection only ends the connection's task group. The
+forwarder, the writer and the pool streams go on; the session parks until a resume hands
+it the next connection (or its window passes), whose sender starts again after the last
+result the client has. The reader never stops between parsing a frame and queueing its
+events (that part is shielded): whatever the parser took, the session has, and the acks
+(``samples``) count exactly that.
 
 The first task to fail decides how the session ends: an error frame and its close code
 (``GatewayError``), or nothing at all when the client has gone.
@@ -22,8 +33,11 @@ The first task to fail decides how the session ends: an error frame and its clos
 
 from __future__ import annotations
 
+import hmac
 import logging
+import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -34,6 +48,7 @@ from gateway import transport
 from gateway.closing import CLOSE_GRACE_S, close_with_error
 from gateway.limits import SessionLimits
 from gateway.metrics import GatewayMetrics
+from gateway.outbox import Outbox
 from gateway.protocol import (
     AudioReceived,
     ConfigReceived,
@@ -43,39 +58,84 @@ from gateway.protocol import (
     Event,
     ParserState,
     ProtocolParser,
+    ResumeRequested,
 )
-from gateway.results import Label, end_acknowledgement
+from gateway.results import Label, ack_message, end_acknowledgement, session_message
+from gateway.resume import Attachment
+from gateway.resume_token import TokenClaim
 from gateway.serving import Serving
 from gateway.streams import Acknowledge, Pass, SessionStreams
 from gateway.utterance import Utterance, utterance_for
-from shared.errors import GatewayError, ProtocolError, ShuttingDownError, WorkerError
+from shared.errors import (
+    GatewayError,
+    ProtocolError,
+    ResumeExpiredError,
+    ResumeForbiddenError,
+    ResumeReusedError,
+    ShuttingDownError,
+    WorkerError,
+)
 
 logger = logging.getLogger(__name__)
 
 EVENT_BUFFER = 4  # parsed frames (up to ASR_MAX_FRAME_BYTES each) read ahead
 PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
+CLEAN_CLOSE_CODES = (1000, 1001)
+ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
 
 
 class _ClientGone(Exception):
     """The client closed the connection or dropped it: nobody to tell anything."""
 
 
-class Session:
-    """Serves one accepted WebSocket until the client leaves or an error closes it."""
+@dataclass(slots=True)
+class _Resumability:
+    """A resumable session's name and tokens. ``generation``: the current token's, the only
+    one a resume may use, except that the one before still works while the client cannot
+    have read the current one: the connection it went out on has brought no frame since
+    (a resuming client reads it before it sends anything), and the resume asks for no
+    result after ``issued_at`` (the newest when it went out: a client with a later one read
+    the session frame before it). That is a resume whose answer was lost with its
+    connection; anything else is a replay."""
 
-    def __init__(self, websocket: WebSocket, serving: Serving, metrics: GatewayMetrics) -> None:
+    session_id: str
+    owner: str  # gateway.resume.owner_of
+    generation: int = 1
+    issued_at: int = 0
+    heard_since: bool = False  # a frame came in after the current token went out
+
+    def may_reuse_previous(self, generation: int, last_result: int) -> bool:
+        return (
+            generation == self.generation - 1
+            and not self.heard_since
+            and last_result <= self.issued_at
+        )
+
+
+class Session:
+    """Serves one session, from its first connection until the client leaves for good or
+    an error closes it. ``run`` returns a ``ResumeRequested`` when the connection's first
+    frame asks to resume another session instead: nothing of this one was opened."""
+
+    def __init__(
+        self, websocket: WebSocket, serving: Serving, metrics: GatewayMetrics, owner: str = ""
+    ) -> None:
         settings = serving.settings
-        self._websocket = websocket
+        self._websocket = websocket  # the current connection's
+        self._serving = serving
         self._settings = settings
         self._admission = serving.admission
         self._metrics = metrics
+        self._owner = owner
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
         self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
             PASS_BUFFER
         )
         self._streams = SessionStreams(serving, self._passes_in)
+        self._outbox = Outbox()
         self._open_utterances = 0  # configs received whose final result is not sent yet
+        self._utterances = 0  # configs received
         # Ends that asked for the acknowledgement and have not had it, oldest first.
         self._owed_acknowledgements: list[Label] = []
         self._idle_scope: anyio.CancelScope | None = None
@@ -83,16 +143,33 @@ class Session:
         self._ended = False
         self._error: GatewayError | None = None
         self._limits = SessionLimits(settings, anyio.current_time())
-        self._closed_under = False  # the server's WebSocket layer closed the connection
+        self._resume_instead: ResumeRequested | None = None
+        # The connection being served: its task group, whether it is still there, whether
+        # the server's WebSocket layer closed it (a protocol error, no pong in time).
+        self._connection_scope: anyio.CancelScope | None = None
+        self._live = True
+        self._closed_under = False
+        self._attachment: Attachment | None = None  # the current connection's, if a resume's
+        self._pending: Attachment | None = None  # a resume not yet served
+        self._resume_arrived = anyio.Event()
+        self._resumability: _Resumability | None = None
+        self._session_frame_due = False
+        self._resumed = False  # the current connection is a resume's
+        self._left = False  # the client closed the connection with a close frame
 
-    async def run(self) -> None:
+    async def run(self) -> ResumeRequested | None:
         limit = self._settings.max_session_s
         try:
             async with self._streams:
                 with anyio.move_on_after(limit) as session_scope:
                     async with anyio.create_task_group() as group:
                         self._group = group
-                        for task in (self._read, self._forward, self._write, self._watch_drain):
+                        for task in (
+                            self._serve_connections,
+                            self._forward,
+                            self._write,
+                            self._watch_drain,
+                        ):
                             group.start_soon(self._guard, task)
                 if session_scope.cancelled_caught and not self._ended:
                     self._error = ProtocolError(
@@ -102,10 +179,24 @@ class Session:
         finally:
             for end in (self._events_in, self._events, self._passes_in, self._passes):
                 end.close()
+            self._forget()
+            if self._pending is not None:
+                self._pending.refuse(ResumeExpiredError("the session ended"))
+        if self._resume_instead is not None:
+            return self._resume_instead
+        await self._close()
+        if self._attachment is not None:
+            self._attachment.released.set()
+        return None
+
+    async def _close(self) -> None:
+        """Tell the client how the session ended, if it is still there to be told."""
         if self._error is not None:
             code = self._error.close_code
             self._metrics.session_errors.labels(str(code)).inc()
             logger.info("closing a session with %d: %s", code, self._error.message)
+            if not self._live:
+                return  # parked: nobody to tell
             config = self._parser.session_config
             await close_with_error(
                 self._websocket,
@@ -113,8 +204,9 @@ class Session:
                 mode=config.mode,
                 wav_name=config.wav_name,
                 owed_acknowledgements=self._owed_acknowledgements,
+                pending_frames=self._outbox.unsent(),
             )
-        elif self._closed_under:
+        elif self._closed_under and self._live:
             logger.info(
                 "a session's connection was closed by uvicorn: a protocol error of the"
                 " client's, or no pong within --ws-ping-timeout"
@@ -138,32 +230,177 @@ class Session:
             return
         self._ended = True
         self._error = error
+        self._forget()
         assert self._group is not None
         self._group.cancel_scope.cancel()
+
+    def _forget(self) -> None:
+        """No resume reaches this session from now on."""
+        if self._resumability is not None:
+            self._serving.resumes.forget(self._resumability.session_id)
+
+    # -- connections --------------------------------------------------------------------
+
+    async def _serve_connections(self) -> None:
+        """Serve the first connection, and each resume's after it; without resumability,
+        or once the window passes with no resume, the session ends with the connection."""
+        while True:
+            await self._serve_connection()
+            if self._attachment is not None:
+                self._attachment.released.set()  # its endpoint may return
+                self._attachment = None
+            if self._resumability is None:
+                raise _ClientGone
+            if self._left:
+                raise _ClientGone  # a close frame: the client is done with the session
+            attachment = await self._wait_for_resume()
+            self._websocket, self._attachment = attachment.websocket, attachment
+            self._live, self._closed_under, self._resumed = True, False, True
+            # Checked in attach; raises if the old connection's sender let frames go since.
+            self._outbox.rewind(attachment.last_result)
+            self._parser.reconnected()
+            self._session_frame_due = True
+
+    async def _serve_connection(self) -> None:
+        """Read and send on the current connection until it is gone."""
+        async with anyio.create_task_group() as group:
+            self._connection_scope = group.cancel_scope
+            group.start_soon(self._connection_guard, self._read)
+            group.start_soon(self._connection_guard, self._send_frames)
+
+    async def _connection_guard(self, task: Callable[[], Awaitable[None]]) -> None:
+        """As ``_guard``, but the client gone ends only the connection: the session decides
+        (``_serve_connections``) whether it goes on."""
+        try:
+            await task()
+        except (_ClientGone, WebSocketDisconnect):
+            self._lose_connection()
+        except anyio.BrokenResourceError:
+            pass  # the forwarder has stopped: the session is ending
+        except GatewayError as exc:
+            self._end(exc)
+        except Exception as exc:
+            logger.exception("connection task %s failed", getattr(task, "__name__", task))
+            self._end(GatewayError(f"internal error: {type(exc).__name__}"))
+
+    def _lose_connection(self) -> None:
+        self._live = False
+        if self._connection_scope is not None:
+            self._connection_scope.cancel()
+
+    async def _wait_for_resume(self) -> Attachment:
+        """The next connection: a resume already waiting (it took this one over), or the
+        first within the window, parked meanwhile; raises ``_ClientGone`` when none comes."""
+        if self._pending is None:
+            resumes = self._serving.resumes
+            if not resumes.try_park():
+                self._metrics.parking_refused.inc()
+                logger.info("a resumable session ended: ASR_MAX_PARKED_SESSIONS are parked")
+                raise _ClientGone
+            try:
+                with self._metrics.sessions_parked.track_inprogress():
+                    with anyio.move_on_after(resumes.window_s):
+                        await self._resume_arrived.wait()
+            finally:
+                resumes.unpark()
+            if self._pending is None:
+                self._forget()  # expired from now: the session is closing
+                raise _ClientGone
+        attachment, self._pending = self._pending, None
+        self._resume_arrived = anyio.Event()
+        return attachment
+
+    def attach(
+        self, websocket: WebSocket, claim: TokenClaim, last_result: int, owner: str
+    ) -> Attachment:
+        """A resume's connection, checked against the session (``gateway.resume.Resumable``):
+        served next, taking over from the current connection if there is one (a client
+        that reconnects knows its old connection is dead before the server does)."""
+        state = self._resumability
+        if state is None or self._ended:
+            raise ResumeExpiredError("the session is no longer held: it ended")
+        if not hmac.compare_digest(owner, state.owner):
+            raise ResumeForbiddenError("the session was opened with another API key")
+        self._outbox.check_resume(last_result)
+        if claim.generation == state.generation:
+            state.generation += 1  # the client gets the next token in the session frame
+        elif not state.may_reuse_previous(claim.generation, last_result):
+            raise ResumeReusedError(
+                "the resume token was used already: each resume returns the next one"
+            )
+        # else: the previous token again, from a client whose last resume's answer was
+        # lost with its connection: it gets the same next token.
+        attachment = Attachment(websocket, last_result)
+        if self._pending is not None:
+            self._pending.refuse(ResumeReusedError("a later resume took the session over"))
+        self._pending = attachment
+        self._resume_arrived.set()
+        if self._live:
+            transport.abort(self._websocket)
+            self._lose_connection()
+        return attachment
+
+    def _become_resumable(self) -> None:
+        if self._resumability is not None:
+            return
+        session_id = self._serving.resumes.register(self)
+        self._resumability = _Resumability(session_id, self._owner)
+        self._outbox.number_from_now()
+        self._session_frame_due = True
+        self._outbox.poke()
+
+    def _session_frame(self) -> str:
+        state = self._resumability
+        assert state is not None
+        resumes = self._serving.resumes
+        state.issued_at = self._outbox.newest
+        state.heard_since = False
+        return session_message(
+            session_id=state.session_id,
+            resume_token=resumes.signer.issue(state.session_id, state.generation),
+            window_s=resumes.window_s,
+            resumed=self._resumed,
+            utterance=self._utterances,
+            samples=self._parser.samples_taken,
+            input_ended=self._parser.state is ParserState.ENDED,
+            last_result=self._outbox.newest,
+        )
 
     # -- reader -----------------------------------------------------------------------
 
     async def _read(self) -> None:
         parser, now = self._parser, anyio.current_time
-        async with self._events_in:
-            while True:
-                message = await self._receive()
-                text, data = message.get("text"), message.get("bytes")
-                if text is not None:
-                    self._limits.frame(None, parser.session_config.audio_fs, now())
-                    events = parser.receive_text(text)
-                elif data is not None:
-                    self._limits.frame(len(data), parser.session_config.audio_fs, now())
-                    events = parser.receive_bytes(data)
-                else:
-                    continue
+        while True:
+            message = await self._receive()
+            if self._resumability is not None:
+                self._resumability.heard_since = True
+            text, data = message.get("text"), message.get("bytes")
+            if text is not None:
+                self._limits.frame(None, parser.session_config.audio_fs, now())
+                events = parser.receive_text(text)
+            elif data is not None:
+                self._limits.frame(len(data), parser.session_config.audio_fs, now())
+                events = parser.receive_bytes(data)
+            else:
+                continue
+            for event in events:
+                if isinstance(event, ResumeRequested):
+                    self._resume_instead = event
+                    self._end(None)
+                    return
+                if isinstance(event, ConfigReceived):
+                    if self._admission.draining.is_set():
+                        await self._refuse_utterance()
+                    self._open_utterances += 1
+                    self._utterances += 1
+                    self._metrics.utterances.labels(event.config.mode).inc()
+                self._limits.event(event, parser.session_config.audio_fs, now())
+            # What the parser took, the session has: a dropped connection cannot cancel
+            # this, and the forwarder takes events whatever happens to the connection.
+            with anyio.CancelScope(shield=True):
                 for event in events:
-                    if isinstance(event, ConfigReceived):
-                        if self._admission.draining.is_set():
-                            await self._refuse_utterance()
-                        self._open_utterances += 1
-                        self._metrics.utterances.labels(event.config.mode).inc()
-                    self._limits.event(event, parser.session_config.audio_fs, now())
+                    if isinstance(event, ConfigReceived) and event.config.resumable:
+                        self._become_resumable()
                     await self._events_in.send(event)
 
     async def _receive(self) -> Message:
@@ -178,6 +415,9 @@ class Session:
         if message is None:
             raise ProtocolError(deadline.why)
         if message["type"] == "websocket.disconnect":
+            # A close frame (1000, or 1001 from a page going away) ends a resumable session
+            # too; a connection lost without one (1006) parks it.
+            self._left = message.get("code") in CLEAN_CLOSE_CODES
             raise _ClientGone
         return message
 
@@ -188,37 +428,96 @@ class Session:
             raise ShuttingDownError("the server is shutting down; reconnect later")
         await anyio.sleep_forever()
 
+    # -- sender -----------------------------------------------------------------------
+
+    async def _send_frames(self) -> None:
+        """The outbox's frames on the current connection, in order; a resumable session's
+        first frame, and its acks before each result and about once a second."""
+        outbox = self._outbox
+        acked = (-1, -1)
+        next_ack = -math.inf
+        while True:
+            if self._session_frame_due:
+                self._session_frame_due = False
+                await self._send(self._session_frame())
+                acked = (self._utterances, self._parser.samples_taken)
+            resumable = self._resumability is not None
+            if resumable and (outbox.next_unsent() is not None or anyio.current_time() >= next_ack):
+                taken = (self._utterances, self._parser.samples_taken)
+                if taken != acked:
+                    await self._send(ack_message(utterance=taken[0], samples=taken[1]))
+                    acked = taken
+                next_ack = anyio.current_time() + ACK_INTERVAL_S
+            frame = outbox.next_unsent()
+            if frame is not None:
+                number, text = frame
+                await self._send(text)
+                outbox.sent(number)
+                continue
+            wait = next_ack - anyio.current_time() if resumable else math.inf
+            with anyio.move_on_after(max(wait, 0.0)):
+                await outbox.changed()
+
+    async def _send(self, text: str) -> None:
+        # Shorter than uvicorn's ping timeout, which would otherwise drop a client that
+        # stopped reading first, with no close code and no word in the log.
+        timeout = self._settings.send_timeout_s
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                await self._websocket.send_text(text)
+        except RuntimeError:
+            # uvicorn has closed the connection itself and sends nothing more: a protocol
+            # error of the client's, or no pong within its --ws-ping-timeout.
+            self._closed_under = True
+            raise _ClientGone from None
+        except OSError:
+            raise _ClientGone from None  # uvicorn's ClientDisconnected
+        if scope.cancelled_caught:
+            if self._resumability is not None:
+                # A client that reads nothing may be behind a dead connection: drop it and
+                # let the client come back for its results.
+                transport.abort(self._websocket)
+                raise _ClientGone
+            raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
+
     # -- forwarder --------------------------------------------------------------------
 
     async def _forward(self) -> None:
         utterance: Utterance | None = None
-        async with self._passes_in:
-            async for event in self._events:
-                match event:
-                    case ConfigReceived(config=config):
-                        streams = self._streams
-                        settings = streams.utterance_settings()
-                        utterance = utterance_for(config, settings, vad=streams.vad)
-                        await self._streams.carry_out(utterance, utterance.start())
-                    case AudioReceived(pcm=pcm):
-                        assert utterance is not None, "the parser lets no audio before a config"
-                        await self._streams.carry_out(utterance, utterance.audio(pcm))
-                    case ConfigUpdated(config=config):
-                        assert utterance is not None, "the parser updates only an utterance"
-                        utterance.update(config)
-                    case EndOfUtterance(acknowledge=acknowledge):
-                        assert utterance is not None, "the parser lets no end before a config"
-                        if acknowledge:
-                            # Set before the last pass can finish: the writer reads it then.
-                            self._owe_acknowledgement(utterance.label)
-                        await self._streams.carry_out(utterance, utterance.end())
-                        utterance = None
-                    case EndWithoutUtterance(acknowledge=True, config=config):
-                        label = Label(config.mode, config.wav_name)
-                        self._owe_acknowledgement(label)
-                        await self._passes_in.send(Acknowledge(label))
-                    case EndWithoutUtterance():
-                        pass  # a repeated end: nothing is owed for it
+        # Closing the events on the way out wakes a reader queueing one (shielded).
+        with self._events:
+            async with self._passes_in:
+                async for event in self._events:
+                    utterance = await self._carry_out(utterance, event)
+
+    async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
+        """One event; the utterance open after it."""
+        match event:
+            case ConfigReceived(config=config):
+                streams = self._streams
+                settings = streams.utterance_settings()
+                utterance = utterance_for(config, settings, vad=streams.vad)
+                await self._streams.carry_out(utterance, utterance.start())
+            case AudioReceived(pcm=pcm):
+                assert utterance is not None, "the parser lets no audio before a config"
+                await self._streams.carry_out(utterance, utterance.audio(pcm))
+            case ConfigUpdated(config=config):
+                assert utterance is not None, "the parser updates only an utterance"
+                utterance.update(config)
+            case EndOfUtterance(acknowledge=acknowledge):
+                assert utterance is not None, "the parser lets no end before a config"
+                if acknowledge:
+                    # Set before the last pass can finish: the writer reads it then.
+                    self._owe_acknowledgement(utterance.label)
+                await self._streams.carry_out(utterance, utterance.end())
+                utterance = None
+            case EndWithoutUtterance(acknowledge=True, config=config):
+                label = Label(config.mode, config.wav_name)
+                self._owe_acknowledgement(label)
+                await self._passes_in.send(Acknowledge(label))
+            case EndWithoutUtterance() | ResumeRequested():
+                pass  # a repeated end: nothing is owed for it (a resume is never queued)
+        return utterance
 
     def _owe_acknowledgement(self, label: Label) -> None:
         label.acknowledge = True
@@ -239,41 +538,26 @@ class Session:
                         self._utterance_done()
 
     async def _relay(self, item: Pass) -> None:
-        """Send the pass's frames: its streams' results, one stream after the other, each
-        up to its final result."""
+        """Put the pass's frames in the outbox: its streams' results, one stream after the
+        other, each up to its final result."""
         frames = item.frames
         for stream in item.streams:
             async with stream:
                 async for result in stream:
                     for frame in frames.push(result, stream.worker_index):
-                        await self._send(frame)
+                        await self._outbox.put(frame)
                     if result.is_final:
                         break
                 else:
                     raise WorkerError(frames.unfinished)
             self._streams.relayed(stream)
         for frame in frames.finish():
-            await self._send(frame)
+            await self._outbox.put(frame)
 
     async def _acknowledge(self, label: Label) -> None:
         """FunASR's end-of-input acknowledgement, after the utterance's last result."""
-        await self._send(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
+        await self._outbox.put(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
         self._owed_acknowledgements.remove(label)
-
-    async def _send(self, text: str) -> None:
-        # Shorter than uvicorn's ping timeout, which would otherwise drop a client that
-        # stopped reading first, with no close code and no word in the log.
-        timeout = self._settings.send_timeout_s
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                await self._websocket.send_text(text)
-        except RuntimeError:
-            # uvicorn has closed the connection itself and sends nothing more: a protocol
-            # error of the client's, or no pong within its --ws-ping-timeout.
-            self._closed_under = True
-            raise _ClientGone from None
-        if scope.cancelled_caught:
-            raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
 
     def _utterance_done(self) -> None:
         self._open_utterances -= 1

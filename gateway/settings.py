@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -60,6 +62,11 @@ class GatewaySettings:
     admission_queue: int | None = table.ADMISSION_QUEUE.default
     # shared.gc_tuning: freeze the start-up heap, rarer collections.
     gc_tuning: bool = table.GC_TUNING.default
+    # Resumable sessions (gateway.resume): how long a dropped one waits for its client, how
+    # many may wait at once, and the name resume tokens give this replica.
+    resume_window_s: float = table.RESUME_WINDOW.default
+    max_parked_sessions: int = table.MAX_PARKED_SESSIONS.default
+    replica_id: str = field(default_factory=lambda: default_replica_id())
 
     def __post_init__(self) -> None:
         if min(self.max_sessions, self.max_frame_bytes, self.max_text_bytes) < 1:
@@ -70,6 +77,7 @@ class GatewaySettings:
             self.drain_timeout_s,
             self.max_segment_s,
             self.max_buffered_s,
+            self.resume_window_s,
         ):
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ValueError("timeouts must be positive numbers of seconds")
@@ -85,6 +93,13 @@ class GatewaySettings:
             raise ValueError("the admission wait must be zero or more seconds")
         if self.admission_queue is not None and self.admission_queue < 1:
             raise ValueError("the admission queue must hold at least 1")
+        if self.max_parked_sessions < 0:
+            raise ValueError("ASR_MAX_PARKED_SESSIONS must be 0 or more")
+        if not REPLICA_ID_PATTERN.fullmatch(self.replica_id):
+            raise ValueError(
+                f"ASR_REPLICA_ID={self.replica_id!r}: letters, digits, '-' and '_' only, at most"
+                " 64 (it is part of every resume token)"
+            )
 
     @property
     def admission_queue_size(self) -> int:
@@ -138,7 +153,20 @@ class GatewaySettings:
             admission_wait_s=table.ADMISSION_WAIT.read(env),
             admission_queue=table.ADMISSION_QUEUE.read(env),  # None: max_sessions
             gc_tuning=table.GC_TUNING.read(env),
+            resume_window_s=table.RESUME_WINDOW.read(env),
+            max_parked_sessions=table.MAX_PARKED_SESSIONS.read(env),
+            replica_id=table.REPLICA_ID.read(env) or default_replica_id(),
         )
+
+
+REPLICA_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def default_replica_id() -> str:
+    """The host name, in the characters a replica id may hold: each replica of a Deployment
+    or a compose file has its own (several on one host need ASR_REPLICA_ID)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:64]
+    return name or "gateway"
 
 
 def default_max_buffered_s() -> float:

@@ -1,6 +1,8 @@
 """The WebSocket endpoint at ``/``: the handshake's checks (keys, origin), the places a
 session takes (the audio budget, the per-client cap, one of ``ASR_MAX_SESSIONS``, waiting
-for it when ``ASR_ADMISSION_WAIT`` says so), then the session itself."""
+for it when ``ASR_ADMISSION_WAIT`` says so), then the session itself; or a resume
+(``?resume=TOKEN``, or a first frame that asks for one), which takes no place: its session
+has one."""
 
 from __future__ import annotations
 
@@ -13,12 +15,17 @@ from starlette.websockets import WebSocket
 from gateway.access import Refusal, check_handshake
 from gateway.closing import close_reason, close_with_error
 from gateway.metrics import GatewayMetrics
+from gateway.protocol import ResumeRequested
+from gateway.resume import ResumeQuery, owner_of, resume_query
 from gateway.serving import Serving
 from gateway.session import Session
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
+    GatewayError,
     OverCapacityError,
     ProtocolError,
+    ResumeError,
+    ResumeExpiredError,
     ShuttingDownError,
 )
 
@@ -43,6 +50,25 @@ async def serve_websocket(
     if serving is None:
         await close_with_error(websocket, ShuttingDownError("the server is not serving"))
         return
+    query_string = websocket.scope["query_string"]
+    owner = owner_of(serving.settings.access, websocket.headers, query_string)
+    try:
+        resume = resume_query(query_string)
+    except ProtocolError as exc:
+        await close_with_error(websocket, exc)
+        return
+    if resume is None:
+        request = await _serve_new_session(serving, websocket, metrics, owner)
+        if request is None:
+            return
+        resume = ResumeQuery(request.token, request.last_result)
+    await _resume_session(serving, websocket, metrics, resume, owner)
+
+
+async def _serve_new_session(
+    serving: Serving, websocket: WebSocket, metrics: GatewayMetrics, owner: str
+) -> ResumeRequested | None:
+    """Admit and serve a session; its first frame may ask to resume another instead."""
     client = websocket.client.host if websocket.client else "unknown"
     with contextlib.ExitStack() as places:
         try:
@@ -50,7 +76,7 @@ async def serve_websocket(
         except OverCapacityError as exc:
             metrics.sessions_refused.labels("audio_budget").inc()
             await close_with_error(websocket, exc)
-            return
+            return None
         try:
             places.enter_context(serving.clients.admit(client))
             # All places taken: wait for one up to ASR_ADMISSION_WAIT (0: refused now).
@@ -69,10 +95,38 @@ async def serve_websocket(
         except (ProtocolError, OverCapacityError, ShuttingDownError) as exc:
             metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
             await close_with_error(websocket, exc)
-            return
+            return None
         places.enter_context(metrics.sessions_active.track_inprogress())
         metrics.sessions.inc()
-        await Session(websocket, serving, metrics).run()
+        return await Session(websocket, serving, metrics, owner).run()
+
+
+async def _resume_session(
+    serving: Serving,
+    websocket: WebSocket,
+    metrics: GatewayMetrics,
+    resume: ResumeQuery,
+    owner: str,
+) -> None:
+    """Hand the connection to the session its token names, and wait until the session is
+    done with it; or close it with the reason it cannot resume."""
+    try:
+        session, claim = serving.resumes.find(resume.token)
+        attachment = session.attach(websocket, claim, resume.last_result, owner)
+    except ResumeError as exc:
+        error: GatewayError = exc
+        outcome = exc.outcome
+        if isinstance(exc, ResumeExpiredError) and serving.admission.draining.is_set():
+            # Its session was closed by the drain: say so, as a new session would be told.
+            error = ShuttingDownError("the server is shutting down; the session is closed")
+            outcome = "draining"
+        metrics.resumes.labels(outcome).inc()
+        await close_with_error(websocket, error)
+        return
+    metrics.resumes.labels("resumed").inc()
+    await attachment.released.wait()
+    if attachment.refusal is not None:
+        await close_with_error(websocket, attachment.refusal)
 
 
 def _refusal_reason(error: Exception) -> str:

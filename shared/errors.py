@@ -57,3 +57,59 @@ class StreamClosedError(GatewayError):
     """The stream was used after it was closed or finished."""
 
     close_code = CLOSE_INTERNAL_ERROR
+
+
+# Resume failures (gateway.resume): close codes in the private range (4000-4999), named
+# after the HTTP status that means the same, so that a client can tell them apart.
+CLOSE_RESUME_INVALID = 4400
+CLOSE_RESUME_FORBIDDEN = 4403
+CLOSE_RESUME_EXPIRED = 4404
+CLOSE_RESUME_REUSED = 4409
+CLOSE_RESUME_RESULTS_GONE = 4410
+CLOSE_RESUME_MISDIRECTED = 4421
+
+
+class ResumeError(GatewayError):
+    """A resume the gateway refuses; ``outcome`` labels ``asr_resumes_total``."""
+
+    close_code = CLOSE_RESUME_INVALID
+    outcome: ClassVar[str] = "invalid"
+
+
+class ResumeForbiddenError(ResumeError):
+    """The token's session was opened with another API key."""
+
+    close_code = CLOSE_RESUME_FORBIDDEN
+    outcome = "forbidden"
+
+
+class ResumeExpiredError(ResumeError):
+    """The session is no longer held: its resume window passed, or it ended."""
+
+    close_code = CLOSE_RESUME_EXPIRED
+    outcome = "expired"
+
+
+class ResumeReusedError(ResumeError):
+    """The token was used already: each resume hands out the next one."""
+
+    close_code = CLOSE_RESUME_REUSED
+    outcome = "reused"
+
+
+class ResultsGoneError(ResumeError):
+    """Results the client says it lacks are no longer held (or were never issued)."""
+
+    close_code = CLOSE_RESUME_RESULTS_GONE
+    outcome = "results_gone"
+
+
+class ResumeMisdirectedError(ResumeError):
+    """The token names another replica; ``replica`` is where the session lives."""
+
+    close_code = CLOSE_RESUME_MISDIRECTED
+    outcome = "misdirected"
+
+    def __init__(self, message: str, replica: str) -> None:
+        super().__init__(message)
+        self.replica = replica

@@ -180,6 +180,28 @@ DRAIN_TIMEOUT = Setting(
     "on SIGTERM / Ctrl-C, seconds live sessions get to finish their utterance before they are"
     " closed with 1012",
 )
+RESUME_WINDOW = Setting(
+    "ASR_RESUME_WINDOW",
+    SECONDS,
+    30.0,
+    'seconds a resumable session (`"resumable": true`) stays parked after its connection'
+    " drops: its streams, its place and its unsent results wait for a resume; then it closes"
+    " as if the client had left",
+)
+MAX_PARKED_SESSIONS = Setting(
+    "ASR_MAX_PARKED_SESSIONS",
+    AT_LEAST_0,
+    64,
+    "resumable sessions parked at once (each holds its place, its streams and up to 256 KiB"
+    " of results); a drop past it closes the session (`0`: no resumes)",
+)
+REPLICA_ID = Setting(
+    "ASR_REPLICA_ID",
+    OrNone(Text("letters, digits, `-`, `_`, at most 64")),
+    None,
+    "this replica's name in resume tokens, so that a proxy routes a resume back to it",
+    shown="the host name",
+)
 GC_TUNING = Setting(
     "ASR_GC_TUNING",
     FLAG,
@@ -441,6 +463,9 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MAX_BUFFERED_SECONDS,
     PROTECT_STATUS,
     DRAIN_TIMEOUT,
+    RESUME_WINDOW,
+    MAX_PARKED_SESSIONS,
+    REPLICA_ID,
     GC_TUNING,
     SLOT_BYTES,
     SLOTS_PER_WORKER,
