@@ -22,7 +22,7 @@ import os
 import sys
 import wave
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -58,6 +58,10 @@ BYTES_PER_SECOND = 2 * SAMPLE_RATE
 DEFAULT_URL = "ws://127.0.0.1:10095/"  # where FunASR servers, and our quick start, listen
 
 MessageCallback = Callable[[Message], None]
+
+
+SESSION_FRAME_WAIT_S = 2.0  # for a resumable session's first frame before sending audio
+FRESH_STARTS = 3  # new sessions tried when a connection drops before its session frame
 
 
 class ServerError(Exception):
@@ -195,6 +199,18 @@ async def transcribe(
         on_session=on_session,
     )
     outcome = await _connection(stream, url, first=True)  # OSError: cannot connect at all
+    for _ in range(FRESH_STARTS):
+        lost_before_session = isinstance(outcome, _Dropped) and not stream.tracker.can_resume
+        if not (resumable and lost_before_session and not stream.results):
+            break
+        # Lost before the session frame: no token to resume with, but no result was
+        # delivered either, so the utterance starts over in a new session. (The server
+        # parks the one it had until its window passes.)
+        stream = replace(
+            stream, tracker=ResumeTracker(audio_samples=len(pcm) // 2), pacer=_Pacer(realtime)
+        )
+        await anyio.sleep(next(iter(backoff_delays())))
+        outcome = await _connection(stream, url, first=True)
     while isinstance(outcome, _Dropped) and resumable and stream.tracker.can_resume:
         outcome = await _resume(stream, outcome)
     if isinstance(outcome, _Dropped):
@@ -239,13 +255,14 @@ async def _connection(stream: _Stream, url: str, *, first: bool) -> Outcome:
             ) as websocket,
             anyio.create_task_group() as group,
         ):
+            opened = anyio.Event()  # this connection's session frame has come
 
             def start_sending(resend: Resend, config: Mapping[str, object] | None = None) -> None:
-                group.start_soon(partial(_send_audio, websocket, stream, resend, config))
+                group.start_soon(partial(_send_audio, websocket, stream, resend, config, opened))
 
             if first:
                 start_sending(Resend(from_byte=0, send_end=True), stream.config)
-            outcome = await _receive_results(websocket, stream, start_sending)
+            outcome = await _receive_results(websocket, stream, start_sending, opened)
             group.cancel_scope.cancel()
     except InvalidStatus as refused:
         return _handshake_error(refused)
@@ -257,10 +274,17 @@ async def _send_audio(
     stream: _Stream,
     resend: Resend,
     config: Mapping[str, object] | None,
+    opened: anyio.Event,
 ) -> None:
     try:
         if config is not None:
             await websocket.send(json.dumps(config))
+            if config.get("resumable"):
+                # The token first: audio sent before it would be lost with a drop that
+                # came before it (the session could not be resumed). A server that knows
+                # nothing of resumes sends no session frame: then go on without one.
+                with anyio.move_on_after(SESSION_FRAME_WAIT_S):
+                    await opened.wait()
         for offset in range(resend.from_byte, len(stream.pcm), stream.frame_bytes):
             await stream.pacer.wait_for(offset)
             await websocket.send(stream.pcm[offset : offset + stream.frame_bytes])
@@ -271,7 +295,10 @@ async def _send_audio(
 
 
 async def _receive_results(
-    websocket: ClientConnection, stream: _Stream, start_sending: Callable[[Resend], None]
+    websocket: ClientConnection,
+    stream: _Stream,
+    start_sending: Callable[[Resend], None],
+    opened: anyio.Event,
 ) -> Outcome:
     try:
         while True:
@@ -289,6 +316,7 @@ async def _receive_results(
                 return ServerError(None, str(exc))
             match event:
                 case SessionOpened(resend=resend):
+                    opened.set()
                     if stream.on_session is not None:
                         stream.on_session(message)
                     if resend is not None:

@@ -46,8 +46,10 @@ class Cut:
     relayed), ``down_bytes`` (server to client) or ``after_s`` (seconds since the accept) is
     reached. Exactly that many bytes are relayed, however the reads fell; what comes after
     is dropped. ``hold_down``: relay nothing from the server at all (its data stays unread,
-    so it backs up into the server) until the cut. ``how``: "reset" sends a TCP RST both
-    ways (SO_LINGER 0), "close" a FIN.
+    so it backs up into the server) until the cut; with ``hold_down_after_up``, only once
+    the client has sent that many bytes (past the handshake, and whatever the client waits
+    for before it sends). ``how``: "reset" sends a TCP RST both ways (SO_LINGER 0), "close"
+    a FIN.
     """
 
     up_bytes: int | None = None
@@ -55,6 +57,7 @@ class Cut:
     after_s: float | None = None
     hold_down: bool = False
     how: How = "reset"
+    hold_down_after_up: int | None = None
 
     def __post_init__(self) -> None:
         if self.up_bytes is None and self.down_bytes is None and self.after_s is None:
@@ -208,7 +211,7 @@ class _Relay:
         with self.scope:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._pump, "up", None if cut is None else cut.up_bytes)
-                if cut is None or not cut.hold_down:
+                if cut is None or not cut.hold_down or cut.hold_down_after_up is not None:
                     tasks.start_soon(self._pump, "down", None if cut is None else cut.down_bytes)
                 if cut is not None and cut.after_s is not None:
                     tasks.start_soon(self._cut_after, cut.after_s)
@@ -224,6 +227,13 @@ class _Relay:
                 await _close_gracefully(self.client, self.server)
             await self.client.aclose()
             await self.server.aclose()
+
+    def _holding(self) -> bool:
+        """Whether the server's data is held back now (``Cut.hold_down_after_up``)."""
+        cut = self.record.plan
+        if cut is None or not cut.hold_down:
+            return False
+        return cut.hold_down_after_up is None or self.record.up_bytes >= cut.hold_down_after_up
 
     def _trigger(self, trigger: Trigger) -> None:
         if self.record.cut_by is None:
@@ -252,6 +262,8 @@ class _Relay:
                     await sink.send_eof()  # a half-close goes on through, as TCP's would
                     break
                 chunk = within_limit(data, relayed, limit)
+                if direction == "down" and self._holding():
+                    await anyio.sleep_forever()  # until the cut: nothing more goes down
                 await sink.send(chunk)
                 relayed += len(chunk)
                 if direction == "up":

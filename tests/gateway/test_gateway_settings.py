@@ -59,6 +59,9 @@ def test_the_session_length_bounds_its_audio() -> None:
         ("ASR_IDLE_TIMEOUT", "soon"),
         ("ASR_MAX_SESSION_SECONDS", "inf"),
         ("ASR_DRAIN_TIMEOUT", "nan"),
+        ("ASR_RESUME_WINDOW", "0"),
+        ("ASR_MAX_PARKED_SESSIONS", "-1"),
+        ("ASR_REPLICA_ID", "a.b"),  # a dot would split the resume token
     ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
@@ -125,6 +128,9 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_MAX_BUFFERED_SECONDS": ("600", lambda s: s.max_buffered_s, 600.0),
     "ASR_PROTECT_STATUS": ("off", lambda s: s.access.protect_status, False),
     "ASR_DRAIN_TIMEOUT": ("7", lambda s: s.drain_timeout_s, 7.0),
+    "ASR_RESUME_WINDOW": ("12.5", lambda s: s.resume_window_s, 12.5),
+    "ASR_MAX_PARKED_SESSIONS": ("0", lambda s: s.max_parked_sessions, 0),
+    "ASR_REPLICA_ID": ("gw-2", lambda s: s.replica_id, "gw-2"),
     "ASR_GC_TUNING": ("off", lambda s: s.gc_tuning, False),
     "ASR_SLOT_BYTES": ("16384", lambda s: s.pool.slot_bytes, 16384),
     "ASR_SLOTS_PER_WORKER": ("8", lambda s: s.pool.slots_per_worker, 8),
