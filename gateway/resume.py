@@ -112,7 +112,7 @@ class ResumeQuery:
 
 def resume_query(query_string: bytes) -> ResumeQuery | None:
     """``?resume=TOKEN&last_result=K`` from a handshake's query, if it asks to resume."""
-    query = parse_qs(query_string.decode("latin-1"))
+    query = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
     tokens = query.get(RESUME_QUERY_PARAMETER)
     if not tokens:
         return None
