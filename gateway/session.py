@@ -454,6 +454,9 @@ class Session:
                 await self._send(text)
                 outbox.sent(number)
                 continue
+            if self._admission.draining.is_set() and not self._open_utterances:
+                # Everything owed is sent: a resume that came for it during the drain too.
+                raise ShuttingDownError("the server is shutting down; reconnect later")
             wait = next_ack - anyio.current_time() if resumable else math.inf
             with anyio.move_on_after(max(wait, 0.0)):
                 await outbox.changed()
@@ -564,7 +567,9 @@ class Session:
         if self._open_utterances:
             return
         if self._admission.draining.is_set():
-            raise ShuttingDownError("the server is shutting down; reconnect later")
+            if self._live:
+                raise ShuttingDownError("the server is shutting down; reconnect later")
+            return  # parked: a resume within the drain timeout gets the results first
         if self._idle_scope is not None:
             # The reader was waiting untimed while we owed the client a result.
             self._idle_scope.deadline = anyio.current_time() + self._settings.idle_timeout_s
@@ -575,7 +580,9 @@ class Session:
         """Close at once if idle when the drain starts; else after the final result (the
         writer does that), or when the drain timeout passes, whichever comes first."""
         await self._admission.draining.wait()
-        if not self._open_utterances:
+        # A parked session with results still to send waits for its resume (the sender
+        # closes once it has sent them), up to the drain timeout.
+        if not self._open_utterances and (self._live or not self._outbox.unsent()):
             raise ShuttingDownError("the server is shutting down; reconnect later")
         await self._admission.expired.wait()
         raise ShuttingDownError("the server is shutting down; the drain timeout has passed")

@@ -324,3 +324,26 @@ async def test_a_resume_as_the_first_frame(log_dir: Path) -> None:
         # The result after 1 comes again; the client did not have it.
         assert (await _results_up_to(resumed, 1))[0]["text"] == results[1]["text"]
         await resumed.close()
+
+
+async def test_a_session_parked_when_the_drain_starts_can_still_resume_for_its_results(
+    log_dir: Path,
+) -> None:
+    """SIGTERM while a session is parked mid-utterance: a resume within the drain timeout
+    is served (its final result, exact), then closed with 1012 as a live session is."""
+    async with serve({**ENV, "ASR_DRAIN_TIMEOUT": "10"}, log_dir / "drain.log") as server:
+        websocket, session = await _open(server.url)
+        await _results_up_to(websocket, 2)
+        _drop(websocket)
+        await _until_metric(server, "asr_sessions_parked", 1)
+        server.terminate()
+        await anyio.sleep(0.3)  # the drain has begun: readyz would say 503
+        resumed, frame = await _resume(server.url, session["resume_token"], last_result=2)
+        assert frame["resumed"]
+        assert not frame["input_ended"]
+        await resumed.send(END)
+        (final,) = await _results_up_to(resumed, 1)
+        assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 10))
+        error = json.loads(await resumed.recv())
+        assert error["code"] == 1012
+        assert await server.wait() == 0
