@@ -141,6 +141,7 @@ class ConnectionRecord:
     how: How | None = None  # how it was cut
     target_refused: bool = False  # the target refused the proxy's connection: client reset
     finished: anyio.Event = field(default_factory=anyio.Event)  # both sockets closed
+    cut_at: float | None = None  # anyio.current_time() of the cut, for timing a recovery
 
     @property
     def cut(self) -> bool:
@@ -240,6 +241,7 @@ class _Relay:
             assert self.record.plan is not None
             self.record.cut_by = trigger
             self.record.how = self.record.plan.how
+            self.record.cut_at = anyio.current_time()
             self.scope.cancel()
 
     async def _cut_after(self, seconds: float) -> None:

@@ -347,3 +347,64 @@ async def test_a_session_parked_when_the_drain_starts_can_still_resume_for_its_r
         error = json.loads(await resumed.recv())
         assert error["code"] == 1012
         assert await server.wait() == 0
+
+
+async def test_a_parked_offline_utterance_keeps_its_audio_in_the_budget(log_dir: Path) -> None:
+    """The audio an offline utterance buffers stays held (and counted) while its session is
+    parked, and is decoded whole once the resumed client ends it."""
+    async with serve(ENV, log_dir / "budget.log") as server:
+        websocket = await connect(
+            server.url, additional_headers={"Authorization": f"Bearer {KEY_A}"}
+        )
+        await websocket.send(config(mode="offline", resumable=True))
+        session = json.loads(await websocket.recv())
+        await websocket.send(bytes(2 * FRAME_BYTES * 10))
+        with anyio.fail_after(5):
+            while json.loads(await websocket.recv()).get("samples") != FRAME_BYTES * 10:
+                pass  # until the ack says the server has it all
+        _drop(websocket)
+        await _until_metric(server, "asr_sessions_parked", 1)
+        assert await _metric(server, "asr_buffered_audio_seconds") == 1.2
+        resumed, frame = await _resume(server.url, session["resume_token"])
+        assert frame["samples"] == FRAME_BYTES * 10
+        await resumed.send(END)
+        (final,) = await _results_up_to(resumed, 1)
+        assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 10))
+        await resumed.close()
+        await _until_metric(server, "asr_buffered_audio_seconds", 0)
+
+
+def _masked_frame(payload: bytes) -> bytes:
+    """A client's binary WebSocket frame (RFC 6455: masked), as bytes on the wire."""
+    mask = bytes([1, 2, 3, 4])
+    assert 126 <= len(payload) < 1 << 16
+    header = bytes([0x82, 0x80 | 126]) + len(payload).to_bytes(2, "big") + mask
+    return header + bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
+
+
+async def test_a_cut_in_the_middle_of_a_frame_and_of_a_sample(log_dir: Path) -> None:
+    """The connection dies with half a WebSocket frame on the wire, after a frame that
+    ended in the middle of a sample: the server took the whole samples before both, says
+    so, and the audio resent from there makes the exact checksum."""
+    pcm = _pcm(2.0, 5)
+    async with serve(ENV, log_dir / "mid-frame.log") as server:
+        websocket = await connect(
+            server.url, additional_headers={"Authorization": f"Bearer {KEY_A}"}
+        )
+        await websocket.send(config(resumable=True))
+        session = json.loads(await websocket.recv())
+        await websocket.send(pcm[:19_200])
+        await websocket.send(pcm[19_200:20_201])  # ends with the first byte of a sample
+        await _results_up_to(websocket, 1)
+        half = _masked_frame(pcm[20_201:24_201])
+        websocket.transport.write(half[: len(half) // 2])
+        await anyio.sleep(0.2)  # on the wire, unacknowledged by any frame of ours
+        _drop(websocket)
+        resumed, frame = await _resume(server.url, session["resume_token"], last_result=1)
+        assert frame["samples"] == 20_201 // 2  # not the odd byte, not the half frame
+        await resumed.send(pcm[2 * frame["samples"] :])
+        await resumed.send(END)
+        results = await _results_up_to(resumed, 3)  # the 2nd and 3rd chunks', the final
+        assert [r["is_final"] for r in results] == [False, False, True]
+        assert results[-1]["text"] == checksum(pcm)
+        await resumed.close()
