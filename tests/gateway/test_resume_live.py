@@ -133,10 +133,12 @@ async def test_cut_while_results_are_queued_then_during_the_final_flush(log_dir:
     assert cut.duplicates == 0
 
 
-async def test_a_session_cut_twice_with_the_tiny_paraformer(log_dir: Path) -> None:
+async def test_a_session_cut_twice_with_the_tiny_paraformer(
+    log_dir: Path, tiny_streaming_model: Path
+) -> None:
     """A real model: the decoder state stays in the worker while the session is parked,
     so the text of a session cut twice equals the uncut run's."""
-    env = {"ASR_MODEL": "synthetic:tiny"}
+    env = {"ASR_MODEL": str(tiny_streaming_model)}
     pcm = _pcm(3.0, 11)  # noise: the random-weight model still gives deterministic tokens
     async with serve({**ENV, **env}, log_dir / "paraformer.log") as server:
         uncut, _ = await _through(server, [], pcm)
