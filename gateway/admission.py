@@ -39,6 +39,9 @@ class Admission:
             raise ValueError("max_sessions must be at least 1")
         self.max_sessions = max_sessions
         self.active = 0
+        # Told to the balancers (/readyz, the agent) before the drain proper, which waits
+        # ASR_DRAIN_DELAY for them to stop sending sessions here.
+        self.announced = anyio.Event()
         self.draining = anyio.Event()
         self.expired = anyio.Event()
         self._idle: anyio.Event | None = None
@@ -109,8 +112,18 @@ class Admission:
         if self.active == 0 and self._idle is not None:
             self._idle.set()
 
+    @property
+    def full(self) -> bool:
+        """Every place is taken: a new session would be refused, or would wait."""
+        return self.active >= self.max_sessions
+
+    def announce_drain(self) -> None:
+        """Tell balancers that this replica is leaving; sessions are still admitted."""
+        self.announced.set()
+
     def start_drain(self) -> None:
         """Refuse new sessions, and every session waiting for a place, from now on."""
+        self.announced.set()
         self.draining.set()
         while self._waiters:
             self._waiters.popleft().decided.set()

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from anyio.abc import Listener, SocketStream
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -36,6 +37,7 @@ from uvicorn.logging import DefaultFormatter
 from gateway import status
 from gateway.access import ClientSessions
 from gateway.admission import Admission
+from gateway.agent import Capacity, serve_agent
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
 from gateway.closing import CLOSE_GRACE_S
 from gateway.metrics import GatewayMetrics
@@ -175,7 +177,10 @@ class Gateway:
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         try:
             with gc_tuning:
+                agent = await self._agent_listener(settings.agent_port)
                 async with anyio.create_task_group() as group:
+                    if agent is not None:
+                        group.start_soon(serve_agent, agent, self._capacity)
                     clients = ClientSessions(settings.access.max_sessions_per_client)
                     limiter = TranscriptionLimiter(settings.transcribe.concurrency)
                     budget = AudioBudget(settings.max_buffered_bytes)
@@ -183,6 +188,7 @@ class Gateway:
                         lambda: budget.held / BYTES_PER_SECOND,
                         budget.max_bytes / BYTES_PER_SECOND,
                     )
+                    self.metrics.sessions_max.set(settings.max_sessions)
                     resumes = ResumableSessions(
                         settings.replica_id, settings.resume_window_s, settings.max_parked_sessions
                     )
@@ -224,7 +230,9 @@ class Gateway:
         return WorkerPool(settings, on_result=observe)
 
     async def drain(self, timeout: float | None = None) -> None:
-        """Stop admitting sessions (new ones get 1012, ``/readyz`` 503), let the live ones
+        """Tell the balancers (``/readyz`` 503, the agent's ``drain``), wait
+        ``ASR_DRAIN_DELAY`` while still admitting, then stop admitting sessions (new ones
+        get 1012), let the live ones
         finish their utterance for up to ``timeout`` seconds (default ``ASR_DRAIN_TIMEOUT``),
         then close the rest with 1012. SIGTERM and Ctrl-C call this before uvicorn's own
         shutdown (``gateway.server``, or ``gateway.signals`` under bare uvicorn); an
@@ -234,6 +242,13 @@ class Gateway:
             return
         admission = serving.admission
         timeout = serving.settings.drain_timeout_s if timeout is None else timeout
+        delay = serving.settings.drain_delay_s
+        admission.announce_drain()
+        if delay > 0 and not admission.draining.is_set():
+            # /readyz and the agent say "draining" now; sessions that reach us before the
+            # balancer has looked again are still served (ASR_DRAIN_DELAY).
+            logger.info("draining in %g s: /readyz and the agent say so from now", delay)
+            await anyio.sleep(delay)
         logger.info("draining: %d live sessions, for at most %g s", admission.active, timeout)
         admission.start_drain()
         with anyio.move_on_after(timeout):
@@ -243,6 +258,30 @@ class Gateway:
             admission.expire()
             with anyio.move_on_after(CLOSE_GRACE_S):
                 await admission.wait_idle()
+
+    async def _agent_listener(self, port: int | None) -> Listener[SocketStream] | None:
+        """The agent-check port (``ASR_AGENT_PORT``), listening before the app says it is
+        up; a port already taken fails the start in one line."""
+        if port is None:
+            return None
+        try:
+            listener = await anyio.create_tcp_listener(local_port=port)
+        except OSError as exc:
+            raise StartupError(f"ASR_AGENT_PORT={port}: cannot listen: {exc.strerror}") from None
+        logger.info("answering HAProxy's agent check on port %d", port)
+        return listener
+
+    def _capacity(self) -> Capacity:
+        serving = self._serving
+        if serving is None:
+            return Capacity(ready=False, draining=True, active=0, places=1)
+        admission = serving.admission
+        return Capacity(
+            ready=all(pool.ready for pool in serving.pools),
+            draining=admission.announced.is_set(),
+            active=admission.active,
+            places=admission.max_sessions,
+        )
 
     async def _drain_on_signal(self, signals: SignalDrain) -> None:
         await signals.received.wait()

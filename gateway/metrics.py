@@ -71,6 +71,11 @@ class GatewayMetrics:
         self.sessions_active = Gauge(
             "asr_sessions_active", "WebSocket sessions being served", registry=registry
         )
+        self.sessions_max = Gauge(
+            "asr_sessions_max",
+            "ASR_MAX_SESSIONS: the places sessions take (headroom: this less asr_sessions_active)",
+            registry=registry,
+        )
         self.sessions = Counter("asr_sessions", "WebSocket sessions admitted", registry=registry)
         self.sessions_refused = Counter(
             "asr_sessions_refused",

@@ -103,6 +103,7 @@ def numbered(frame: str, result_id: int) -> str:
 def session_message(
     *,
     session_id: str,
+    replica: str,
     resume_token: str,
     window_s: float,
     resumed: bool,
@@ -111,7 +112,8 @@ def session_message(
     input_ended: bool,
     last_result: int,
 ) -> str:
-    """A resumable session's first frame on each connection: its name, the token for the
+    """A resumable session's first frame on each connection: its name and replica (the
+    one a resume must reach), the token for the
     next resume (each works once), and where the session stands: the utterance whose audio
     the server is taking, how many of its samples it has, whether it has taken its end, and
     the newest result number. ``type`` and no ``mode``: not a result."""
@@ -119,6 +121,7 @@ def session_message(
         {
             "type": "session",
             "id": session_id,
+            "replica": replica,
             "resume_token": resume_token,
             "resume_window_s": window_s,
             "resumed": resumed,

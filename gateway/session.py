@@ -357,6 +357,7 @@ class Session:
         state.heard_since = False
         return session_message(
             session_id=state.session_id,
+            replica=resumes.signer.replica,
             resume_token=resumes.signer.issue(state.session_id, state.generation),
             window_s=resumes.window_s,
             resumed=self._resumed,

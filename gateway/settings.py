@@ -65,6 +65,10 @@ class GatewaySettings:
     # Resumable sessions (gateway.resume): how long a dropped one waits for its client, how
     # many may wait at once, and the name resume tokens give this replica.
     resume_window_s: float = table.RESUME_WINDOW.default
+    # Scale-out (deploy/): the balancer is told of a drain this long before it starts,
+    # and may read the free places from an agent-check port.
+    drain_delay_s: float = table.DRAIN_DELAY.default
+    agent_port: int | None = table.AGENT_PORT.default
     max_parked_sessions: int = table.MAX_PARKED_SESSIONS.default
     replica_id: str = field(default_factory=lambda: default_replica_id())
 
@@ -89,6 +93,8 @@ class GatewaySettings:
         ):
             if not (seconds > 0 and math.isfinite(seconds)):
                 raise ValueError("frame rates and timeouts must be positive and finite")
+        if not (self.drain_delay_s >= 0 and math.isfinite(self.drain_delay_s)):
+            raise ValueError("the drain delay must be zero or more seconds")
         if not (self.admission_wait_s >= 0 and math.isfinite(self.admission_wait_s)):
             raise ValueError("the admission wait must be zero or more seconds")
         if self.admission_queue is not None and self.admission_queue < 1:
@@ -154,6 +160,8 @@ class GatewaySettings:
             admission_queue=table.ADMISSION_QUEUE.read(env),  # None: max_sessions
             gc_tuning=table.GC_TUNING.read(env),
             resume_window_s=table.RESUME_WINDOW.read(env),
+            drain_delay_s=table.DRAIN_DELAY.read(env),
+            agent_port=table.AGENT_PORT.read(env),
             max_parked_sessions=table.MAX_PARKED_SESSIONS.read(env),
             replica_id=table.REPLICA_ID.read(env) or default_replica_id(),
         )

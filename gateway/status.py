@@ -1,5 +1,6 @@
 """The operator's endpoints: ``/healthz`` (should the process be restarted?), ``/readyz``
-(may it take sessions?) and ``/metrics`` (Prometheus)."""
+(may it take sessions? not while draining, full, or with a pool not ready) and
+``/metrics`` (Prometheus)."""
 
 from __future__ import annotations
 
@@ -31,15 +32,19 @@ async def healthz(serving: Serving | None) -> Response:
 async def readyz(serving: Serving | None, request: Request) -> Response:
     if serving is None:
         return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
-    draining = serving.admission.draining.is_set()
-    ready = all(pool.ready for pool in serving.pools) and not draining
+    admission = serving.admission
+    draining = admission.announced.is_set()
+    workers_ready = all(pool.ready for pool in serving.pools)
+    # Full: a balancer should send the next session elsewhere (it would be refused here).
+    ready = workers_ready and not draining and not admission.full
     status = 200 if ready else 503
     if _status_refusal(serving, request) is not None:
         # A load balancer's probe needs only the status code; the details need a key.
-        return JSONResponse({"ready": ready, "draining": draining}, status)
+        return JSONResponse({"ready": ready, "draining": draining, "full": admission.full}, status)
     body = {
         "ready": ready,
         "draining": draining,
+        "full": admission.full,
         "sessions": {
             "active": serving.admission.active,
             "max": serving.admission.max_sessions,

@@ -180,6 +180,22 @@ DRAIN_TIMEOUT = Setting(
     "on SIGTERM / Ctrl-C, seconds live sessions get to finish their utterance before they are"
     " closed with 1012",
 )
+DRAIN_DELAY = Setting(
+    "ASR_DRAIN_DELAY",
+    SECONDS_OR_0,
+    0.0,
+    "on SIGTERM / Ctrl-C, seconds of telling load balancers first (`/readyz` 503, the agent"
+    " says `drain`) while new sessions are still admitted; then the drain. Set it above the"
+    " balancer's check interval, so that no session arriving meanwhile is refused",
+)
+AGENT_PORT = Setting(
+    "ASR_AGENT_PORT",
+    OrNone(Integer(1, most=65535)),
+    None,
+    "a TCP port answering HAProxy's `agent-check` with this replica's free places as a"
+    " weight (`ready up 75%`), `drain` while draining, `down` with no ready worker",
+    shown="off",
+)
 RESUME_WINDOW = Setting(
     "ASR_RESUME_WINDOW",
     SECONDS,
@@ -463,6 +479,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MAX_BUFFERED_SECONDS,
     PROTECT_STATUS,
     DRAIN_TIMEOUT,
+    DRAIN_DELAY,
+    AGENT_PORT,
     RESUME_WINDOW,
     MAX_PARKED_SESSIONS,
     REPLICA_ID,

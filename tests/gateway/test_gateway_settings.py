@@ -128,6 +128,8 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_MAX_BUFFERED_SECONDS": ("600", lambda s: s.max_buffered_s, 600.0),
     "ASR_PROTECT_STATUS": ("off", lambda s: s.access.protect_status, False),
     "ASR_DRAIN_TIMEOUT": ("7", lambda s: s.drain_timeout_s, 7.0),
+    "ASR_DRAIN_DELAY": ("2", lambda s: s.drain_delay_s, 2.0),
+    "ASR_AGENT_PORT": ("10096", lambda s: s.agent_port, 10096),
     "ASR_RESUME_WINDOW": ("12.5", lambda s: s.resume_window_s, 12.5),
     "ASR_MAX_PARKED_SESSIONS": ("0", lambda s: s.max_parked_sessions, 0),
     "ASR_REPLICA_ID": ("gw-2", lambda s: s.replica_id, "gw-2"),

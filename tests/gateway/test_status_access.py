@@ -42,7 +42,7 @@ def test_readyz_keeps_its_status_code_but_shows_details_only_with_a_key(
 ) -> None:
     bare = client.get("/readyz")
     assert bare.status_code == 200
-    assert bare.json() == {"ready": True, "draining": False}
+    assert bare.json() == {"ready": True, "draining": False, "full": False}
     detailed = client.get("/readyz", headers=BEARER).json()
     assert detailed["ready"] is True
     assert detailed["workers"][0]["pid"] > 0
