@@ -1,0 +1,374 @@
+"""Three gateway replicas behind a real HAProxy (Debian's ``haproxy``, which ``.ci/run``
+installs; skipped without it), configured by ``deploy/haproxy.cfg`` itself: sessions spread
+by least connections, a full replica skipped, a resume routed back to its replica, 500
+half-open connections that stop nobody, a rolling restart that fails no session, a killed
+replica out of rotation. Checksum engine: every transcript is checked exactly.
+
+The tests share one set of replicas and one HAProxy (module scope), in the order written:
+each leaves every replica up and idle for the next.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from gateway.client import transcribe
+from tests.gateway.checksums import checksum, config
+from tests.gateway.cutting_proxy import cutting_proxy, random_cuts
+from tests.gateway.uvicorn_server import ROOT, UVICORN, free_port
+
+HAPROXY = shutil.which("haproxy")
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(HAPROXY is None, reason="haproxy not installed (apt install haproxy)"),
+]
+
+CONFIG = ROOT / "deploy" / "haproxy.cfg"
+PLACES = 8  # each replica's ASR_MAX_SESSIONS, and HAProxy's maxconn for it
+CHECK_INTER_S = 0.2
+HTTP_REQUEST_TIMEOUT_S = 2
+DRAIN_DELAY_S = 1.0  # five agent polls: HAProxy has stopped sending before the drain
+READY_TIMEOUT_S = 60.0
+RATE = 16_000
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Replica:
+    """One ``uvicorn gateway.app:app``, restartable on the same ports."""
+
+    name: str
+    log: Path
+    port: int = field(default_factory=free_port)
+    agent_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "ASR_MODEL": "checksum",
+            "ASR_DEVICES": "cpu",
+            "ASR_REPLICA_ID": self.name,
+            "ASR_AGENT_PORT": str(self.agent_port),
+            "ASR_MAX_SESSIONS": str(PLACES),
+            "ASR_DRAIN_DELAY": str(DRAIN_DELAY_S),
+            "ASR_DRAIN_TIMEOUT": "5",
+            "UVICORN_WS_PER_MESSAGE_DEFLATE": "false",
+        }
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, *UVICORN, "--port", str(self.port)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its workers with it, for the SIGKILL
+            )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _http_ok(f"http://127.0.0.1:{self.port}/readyz"):
+            assert self.process.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "the replica did not become ready"
+            time.sleep(0.1)
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        assert self.process is not None
+        if sig is signal.SIGKILL:
+            os.killpg(self.process.pid, sig)  # the server and its workers at once
+        else:
+            self.process.send_signal(sig)
+        code = self.process.wait(30)
+        self.process = None
+        return code
+
+
+@dataclass
+class Cluster:
+    replicas: dict[str, Replica]
+    port: int
+    socket_path: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    def servers(self) -> dict[str, dict[str, str]]:
+        """HAProxy's own view of each server (``show stat``): status, weight, sessions."""
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(self.socket_path))
+            sock.sendall(b"show stat\n")
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
+        return {row["svname"]: row for row in rows if row["pxname"] == "gateways"}
+
+    def wait_for(self, name: str, status: str, timeout: float = 10.0) -> float:
+        """Seconds until HAProxy says ``status`` (UP, DOWN, DRAIN ...) for ``name``."""
+        start = time.monotonic()
+        while not self.servers()[name]["status"].startswith(status):
+            assert time.monotonic() - start < timeout, self.servers()[name]
+            time.sleep(0.02)
+        return time.monotonic() - start
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    assert HAPROXY is not None
+    logs = tmp_path_factory.mktemp("haproxy")
+    replicas = {name: Replica(name, logs / f"{name}.log") for name in ("gw1", "gw2", "gw3")}
+    for replica in replicas.values():
+        replica.start()
+    port, socket_path = free_port(), logs / "haproxy.sock"
+    env: dict[str, str] = {
+        **os.environ,
+        "HAPROXY_BIND": f"127.0.0.1:{port}",
+        "HAPROXY_STATS_BIND": f"127.0.0.1:{free_port()}",
+        "HAPROXY_STATS_SOCKET": str(socket_path),
+        "HAPROXY_MAXCONN": "4000",
+        "HAPROXY_HTTP_REQUEST_TIMEOUT": f"{HTTP_REQUEST_TIMEOUT_S}s",
+        "HAPROXY_CHECK_INTER": f"{int(CHECK_INTER_S * 1000)}ms",
+        "ASR_MAX_SESSIONS": str(PLACES),
+    }
+    for index, replica in enumerate(replicas.values(), 1):
+        env[f"GW{index}_ADDR"] = f"127.0.0.1:{replica.port}"
+        env[f"GW{index}_AGENT_PORT"] = str(replica.agent_port)
+    with (logs / "haproxy.log").open("wb") as log:
+        process = subprocess.Popen(
+            [HAPROXY, "-f", str(CONFIG), "-db"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    cluster = Cluster(replicas, port, socket_path, process)
+    try:
+        deadline = time.monotonic() + 10
+        while not socket_path.exists() or process.poll() is not None:
+            assert process.poll() is None, (logs / "haproxy.log").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        for name in replicas:
+            cluster.wait_for(name, "UP")
+        yield cluster
+    finally:
+        process.terminate()
+        process.wait(10)
+        for replica in replicas.values():
+            if replica.process is not None:
+                replica.stop()
+
+
+async def _open_session(url: str) -> tuple[ClientConnection, str]:
+    """A resumable session held open; the replica that took it."""
+    websocket = await connect(url, compression=None)
+    await websocket.send(config(resumable=True))
+    frame: dict[str, Any] = json.loads(await websocket.recv())
+    assert frame["type"] == "session", frame
+    return websocket, str(frame["replica"])
+
+
+async def _until_idle(cluster: Cluster) -> None:
+    """Every replica's sessions over, as HAProxy counts them."""
+    with anyio.fail_after(10):
+        while any(int(row["scur"]) for row in cluster.servers().values()):  # noqa: ASYNC110 (HAProxy's)
+            await anyio.sleep(0.05)
+
+
+def _note_replica(replicas: list[str], session_frame: Mapping[str, object]) -> None:
+    replicas.append(str(session_frame["replica"]))
+
+
+def _pcm(seconds: float, seed: int) -> bytes:
+    return random.Random(seed).randbytes(2 * int(RATE * seconds))
+
+
+async def test_sessions_spread_by_least_connections(cluster: Cluster) -> None:
+    sessions = [await _open_session(cluster.url) for _ in range(6)]
+    assert Counter(replica for _, replica in sessions) == {"gw1": 2, "gw2": 2, "gw3": 2}
+    for websocket, _ in sessions:
+        await websocket.close()
+    await _until_idle(cluster)
+
+
+async def test_a_full_replica_is_skipped(cluster: Cluster) -> None:
+    """gw1 filled by clients that reach it directly: its agent says weight 0 (and /readyz
+    503) and HAProxy sends the next sessions elsewhere."""
+    direct = [await _open_session(cluster.replicas["gw1"].url) for _ in range(PLACES)]
+    with anyio.fail_after(5):
+        while cluster.servers()["gw1"]["weight"] != "0":  # noqa: ASYNC110 (HAProxy's)
+            await anyio.sleep(0.02)
+    through = [await _open_session(cluster.url) for _ in range(4)]
+    assert "gw1" not in {replica for _, replica in through}
+    for websocket, _ in [*direct, *through]:
+        await websocket.close()
+    await _until_idle(cluster)
+    with anyio.fail_after(5):  # its weight back once places are free
+        while cluster.servers()["gw1"]["weight"] == "0":  # noqa: ASYNC110 (HAProxy's)
+            await anyio.sleep(0.02)
+
+
+async def test_a_cut_session_resumes_on_its_own_replica_through_haproxy(
+    cluster: Cluster,
+) -> None:
+    """Cut three times between the client and HAProxy; each resume reaches the replica
+    named in the token although least connections would often pick another (two in three
+    would land elsewhere and be refused with 4421): the results are exact."""
+    for seed in range(3):
+        pcm = _pcm(3.0, seed)
+        replicas: list[str] = []
+        plan = random_cuts(seed, 3, up_range=(8_000, 30_000))
+        async with cutting_proxy(cluster.port, plan) as proxy:
+            transcript = await transcribe(
+                proxy.url,
+                pcm,
+                resumable=True,
+                realtime=False,
+                on_session=partial(_note_replica, replicas),
+            )
+        assert transcript.resumes == 3
+        assert len(set(replicas)) == 1
+        assert transcript.messages[-1]["text"] == checksum(pcm)
+        texts = [m["text"] for m in transcript.messages[:-1]]
+        chunk = 19_200
+        assert texts == [checksum(pcm[: (i + 1) * chunk]) for i in range(len(pcm) // chunk)]
+    await _until_idle(cluster)
+
+
+async def test_half_open_connections_do_not_stop_normal_clients(cluster: Cluster) -> None:
+    """500 connections that send half a request line and wait: normal sessions go on, the
+    replicas never see them, and HAProxy drops them at `timeout http-request`."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(500):
+            sock = socket.create_connection(("127.0.0.1", cluster.port))
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            sockets.append(sock)
+        started = time.monotonic()
+        for seed in range(3):
+            pcm = _pcm(1.2, seed)
+            result = await transcribe(cluster.url, pcm, realtime=False)
+            assert result.text.endswith(checksum(pcm))
+        assert all(int(row["scur"]) == 0 for row in cluster.servers().values())
+        for sock in sockets:
+            sock.settimeout(HTTP_REQUEST_TIMEOUT_S + 5 - (time.monotonic() - started))
+            answer = sock.recv(1024)  # HAProxy's 408, then its close
+            assert answer.startswith(b"HTTP/1.1 408") or answer == b""
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def test_a_rolling_restart_fails_no_session(cluster: Cluster) -> None:
+    """Each replica in turn gets SIGTERM, drains, exits 0 and comes back, while two clients
+    keep opening sessions through HAProxy: every one of them gets its exact final result."""
+    done = anyio.Event()
+    served: Counter[str] = Counter()
+    failures: list[str] = []
+
+    async def keep_opening(seed: int) -> None:
+        rng = random.Random(seed)
+        while not done.is_set():
+            pcm = rng.randbytes(2 * RATE)
+            try:
+                result = await transcribe(
+                    cluster.url,
+                    pcm,
+                    realtime=False,
+                    resumable=True,
+                    on_session=lambda f: served.update([str(f["replica"])]),
+                )
+            except Exception as exc:
+                failures.append(repr(exc))
+                continue
+            if result.messages[-1]["text"] != checksum(pcm):
+                failures.append(f"wrong final: {result.messages[-1]}")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(keep_opening, 1)
+        group.start_soon(keep_opening, 2)
+        for name, replica in cluster.replicas.items():
+            code = await anyio.to_thread.run_sync(replica.stop, signal.SIGTERM)
+            if code != 0:
+                failures.append(f"{name} exited with {code}")
+            await anyio.to_thread.run_sync(replica.start)
+            await anyio.to_thread.run_sync(cluster.wait_for, name, "UP")
+        done.set()
+    assert failures == []
+    assert set(served) == {"gw1", "gw2", "gw3"}
+    await _until_idle(cluster)
+
+
+async def test_a_killed_replica_stops_getting_sessions(cluster: Cluster) -> None:
+    """SIGKILL (no drain, no goodbye): sessions opened at once after are redispatched by
+    HAProxy (the connection is refused), and its checks take it out within a second."""
+    victim = cluster.replicas["gw3"]
+    killed_at = time.monotonic()
+    await anyio.to_thread.run_sync(victim.stop, signal.SIGKILL)
+    replicas = []
+    for seed in range(6):
+        pcm = _pcm(1.2, seed)
+        result = await transcribe(
+            cluster.url,
+            pcm,
+            realtime=False,
+            resumable=True,
+            on_session=lambda f: replicas.append(str(f["replica"])),
+        )
+        assert result.messages[-1]["text"] == checksum(pcm)
+    assert "gw3" not in replicas
+    await anyio.to_thread.run_sync(cluster.wait_for, "gw3", "DOWN")
+    assert time.monotonic() - killed_at < 1.0 + 2 * CHECK_INTER_S * 2
+    await anyio.to_thread.run_sync(victim.start)
+    await anyio.to_thread.run_sync(cluster.wait_for, "gw3", "UP")
+
+
+def test_the_config_checks(tmp_path: Path) -> None:
+    """``haproxy -c`` on the file as shipped, with compose's addresses replaced."""
+    assert HAPROXY is not None
+    env: Mapping[str, str] = {
+        **os.environ,
+        "GW1_ADDR": "127.0.0.1:1",
+        "GW2_ADDR": "127.0.0.1:2",
+        "GW3_ADDR": "127.0.0.1:3",
+        "HAPROXY_STATS_SOCKET": str(tmp_path / "s.sock"),
+    }
+    result = subprocess.run(
+        [HAPROXY, "-c", "-f", str(CONFIG)], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
