@@ -10,21 +10,15 @@ each leaves every replica up and idle for the next.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,20 +30,17 @@ from websockets.asyncio.client import ClientConnection, connect
 from gateway.client import transcribe
 from tests.gateway.checksums import checksum, config
 from tests.gateway.cutting_proxy import cutting_proxy, random_cuts
-from tests.gateway.uvicorn_server import ROOT, UVICORN, free_port
+from tests.gateway.haproxy_cluster import CONFIG, HAPROXY, Cluster, haproxy_cluster
 
-HAPROXY = shutil.which("haproxy")
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(HAPROXY is None, reason="haproxy not installed (apt install haproxy)"),
 ]
 
-CONFIG = ROOT / "deploy" / "haproxy.cfg"
 PLACES = 8  # each replica's ASR_MAX_SESSIONS, and HAProxy's maxconn for it
 CHECK_INTER_S = 0.2
 HTTP_REQUEST_TIMEOUT_S = 2
 DRAIN_DELAY_S = 1.0  # five agent polls: HAProxy has stopped sending before the drain
-READY_TIMEOUT_S = 60.0
 RATE = 16_000
 
 
@@ -58,140 +49,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass
-class Replica:
-    """One ``uvicorn gateway.app:app``, restartable on the same ports."""
-
-    name: str
-    log: Path
-    port: int = field(default_factory=free_port)
-    agent_port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/"
-
-    def start(self) -> None:
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "ASR_MODEL": "checksum",
-            "ASR_DEVICES": "cpu",
-            "ASR_REPLICA_ID": self.name,
-            "ASR_AGENT_PORT": str(self.agent_port),
-            "ASR_MAX_SESSIONS": str(PLACES),
-            "ASR_DRAIN_DELAY": str(DRAIN_DELAY_S),
-            "ASR_DRAIN_TIMEOUT": "5",
-            "UVICORN_WS_PER_MESSAGE_DEFLATE": "false",
-        }
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, *UVICORN, "--port", str(self.port)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its workers with it, for the SIGKILL
-            )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _http_ok(f"http://127.0.0.1:{self.port}/readyz"):
-            assert self.process.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, "the replica did not become ready"
-            time.sleep(0.1)
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
-        assert self.process is not None
-        if sig is signal.SIGKILL:
-            os.killpg(self.process.pid, sig)  # the server and its workers at once
-        else:
-            self.process.send_signal(sig)
-        code = self.process.wait(30)
-        self.process = None
-        return code
-
-
-@dataclass
-class Cluster:
-    replicas: dict[str, Replica]
-    port: int
-    socket_path: Path
-    process: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/"
-
-    def servers(self) -> dict[str, dict[str, str]]:
-        """HAProxy's own view of each server (``show stat``): status, weight, sessions."""
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.connect(str(self.socket_path))
-            sock.sendall(b"show stat\n")
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
-        rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
-        return {row["svname"]: row for row in rows if row["pxname"] == "gateways"}
-
-    def wait_for(self, name: str, status: str, timeout: float = 10.0) -> float:
-        """Seconds until HAProxy says ``status`` (UP, DOWN, DRAIN ...) for ``name``."""
-        start = time.monotonic()
-        while not self.servers()[name]["status"].startswith(status):
-            assert time.monotonic() - start < timeout, self.servers()[name]
-            time.sleep(0.02)
-        return time.monotonic() - start
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    assert HAPROXY is not None
-    logs = tmp_path_factory.mktemp("haproxy")
-    replicas = {name: Replica(name, logs / f"{name}.log") for name in ("gw1", "gw2", "gw3")}
-    for replica in replicas.values():
-        replica.start()
-    port, socket_path = free_port(), logs / "haproxy.sock"
-    env: dict[str, str] = {
-        **os.environ,
-        "HAPROXY_BIND": f"127.0.0.1:{port}",
-        "HAPROXY_STATS_BIND": f"127.0.0.1:{free_port()}",
-        "HAPROXY_STATS_SOCKET": str(socket_path),
-        "HAPROXY_MAXCONN": "4000",
-        "HAPROXY_HTTP_REQUEST_TIMEOUT": f"{HTTP_REQUEST_TIMEOUT_S}s",
-        "HAPROXY_CHECK_INTER": f"{int(CHECK_INTER_S * 1000)}ms",
-        "ASR_MAX_SESSIONS": str(PLACES),
-    }
-    for index, replica in enumerate(replicas.values(), 1):
-        env[f"GW{index}_ADDR"] = f"127.0.0.1:{replica.port}"
-        env[f"GW{index}_AGENT_PORT"] = str(replica.agent_port)
-    with (logs / "haproxy.log").open("wb") as log:
-        process = subprocess.Popen(
-            [HAPROXY, "-f", str(CONFIG), "-db"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    cluster = Cluster(replicas, port, socket_path, process)
-    try:
-        deadline = time.monotonic() + 10
-        while not socket_path.exists() or process.poll() is not None:
-            assert process.poll() is None, (logs / "haproxy.log").read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        for name in replicas:
-            cluster.wait_for(name, "UP")
+    env = {"ASR_DRAIN_DELAY": str(DRAIN_DELAY_S), "ASR_DRAIN_TIMEOUT": "5"}
+    with haproxy_cluster(
+        tmp_path_factory.mktemp("haproxy"),
+        env,
+        check_inter_s=CHECK_INTER_S,
+        http_request_timeout_s=HTTP_REQUEST_TIMEOUT_S,
+        places=PLACES,
+    ) as cluster:
         yield cluster
-    finally:
-        process.terminate()
-        process.wait(10)
-        for replica in replicas.values():
-            if replica.process is not None:
-                replica.stop()
 
 
 async def _open_session(url: str) -> tuple[ClientConnection, str]:
