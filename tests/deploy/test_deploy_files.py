@@ -1,0 +1,456 @@
+"""The deployment files (deploy/) agree with each other and with the gateway's settings.
+
+Nothing here starts a container: the files are parsed and the invariants that a typo or a
+changed default would silently break are checked. Above all the stop budget: every stop
+timeout (systemd's TimeoutStopSec, compose's stop_grace_period, Kubernetes'
+terminationGracePeriodSeconds) must outlast what a drain may take with the settings that
+file gives the gateway (or the gateway's defaults): ASR_DRAIN_DELAY + ASR_DRAIN_TIMEOUT +
+the close grace + ASR_WORKER_STOP_TIMEOUT. Past it the process is SIGKILLed mid-drain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.closing import CLOSE_GRACE_S
+from shared import settings_table as table
+from shared.env import Setting
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+KUBERNETES = DEPLOY / "kubernetes"
+UNIT = DEPLOY / "asr-gateway.service"
+DOCKERFILE = DEPLOY / "Dockerfile"
+COMPOSE = DEPLOY / "docker-compose.yml"
+HAPROXY_CFG = DEPLOY / "haproxy.cfg"  # the lead's; read, never required here
+
+FUNASR_PORT = 10095  # what FunASR's clients connect to
+# The files this test owns; each must explain itself in comments.
+COMMENTED_FILES = [
+    UNIT,
+    DOCKERFILE,
+    COMPOSE,
+    ROOT / ".dockerignore",
+    *sorted(KUBERNETES.glob("*.yaml")),
+]
+
+
+# -- parsing helpers ------------------------------------------------------------------------
+
+UNITS_S = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "ms": 0.001, "h": 3600.0}
+
+
+def seconds(text: str, bare: str = "s") -> float:
+    """A duration as systemd ("60", "1min 30s"), Compose ("1m30s") or HAProxy ("500ms";
+    a bare number is milliseconds there: ``bare="ms"``) write it."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip())
+    assert parts, f"not a duration: {text!r}"
+    total = 0.0
+    for number, unit in parts:
+        assert unit in UNITS_S, f"unknown unit in {text!r}"
+        total += float(number) * UNITS_S[unit or bare]
+    return total
+
+
+def resolved(value: str) -> str:
+    """``${VAR:-default}`` / ``${VAR-default}`` (Compose, HAProxy) as its default: what
+    the file gives when nobody sets the variable."""
+    return re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", value)
+
+
+def setting(env: Mapping[str, str], entry: Setting[Any]) -> Any:
+    """The value a process with this environment reads, as ``from_env`` parses it."""
+    return entry.read({key: resolved(value) for key, value in env.items()})
+
+
+def stop_budget(env: Mapping[str, str]) -> float:
+    """The longest a stop may take with these settings: the drain's delay and timeout, the
+    grace for closing the last sessions, the workers' exit."""
+    return (
+        float(setting(env, table.DRAIN_DELAY))
+        + float(setting(env, table.DRAIN_TIMEOUT))
+        + CLOSE_GRACE_S
+        + float(setting(env, table.WORKER_STOP_TIMEOUT))
+    )
+
+
+def unit_entries() -> dict[str, list[tuple[str, str]]]:
+    """The unit file's sections, each a list of (key, value): keys may repeat."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    for raw in UNIT.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), [])
+            continue
+        assert current is not None, f"an entry before any section: {line!r}"
+        key, _, value = line.partition("=")
+        current.append((key.strip(), value.strip()))
+    return sections
+
+
+def unit_value(section: str, key: str) -> str:
+    values = [value for name, value in unit_entries()[section] if name == key]
+    assert values, f"{key}= missing from [{section}]"
+    return values[-1]  # systemd: the last one wins
+
+
+def unit_environment() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name, value in unit_entries()["Service"]:
+        if name == "Environment":
+            for assignment in value.split():
+                key, _, val = assignment.strip('"').partition("=")
+                env[key] = val
+    return env
+
+
+def dockerfile_instructions() -> Iterator[tuple[str, str]]:
+    """(INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    joined = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("#") or not line:
+            continue
+        joined += line
+        if joined.endswith("\\"):
+            joined = joined[:-1] + " "
+            continue
+        instruction, _, arguments = joined.partition(" ")
+        yield instruction.upper(), arguments.strip()
+        joined = ""
+
+
+def dockerfile(instruction: str) -> list[str]:
+    return [args for name, args in dockerfile_instructions() if name == instruction]
+
+
+def dockerfile_cmd() -> list[str]:
+    (cmd,) = dockerfile("CMD")
+    parsed = json.loads(cmd)  # exec form: the gateway is PID 1 and gets the signal itself
+    assert isinstance(parsed, list)
+    return [str(word) for word in parsed]
+
+
+def option(argv: list[str], name: str) -> str:
+    assert name in argv, f"{name} missing from {argv}"
+    return argv[argv.index(name) + 1]
+
+
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def gateway_services() -> dict[str, dict[str, Any]]:
+    services: dict[str, dict[str, Any]] = compose()["services"]
+    return {name: spec for name, spec in services.items() if name != "haproxy"}
+
+
+def k8s_documents() -> list[dict[str, Any]]:
+    documents: list[dict[str, Any]] = []
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        documents += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return documents
+
+
+def k8s(kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in k8s_documents() if doc["kind"] == kind]
+
+
+def gateway_pod() -> dict[str, Any]:
+    workloads = k8s("StatefulSet") + k8s("Deployment")
+    assert len(workloads) == 1, "one gateway workload"
+    pod: dict[str, Any] = workloads[0]["spec"]["template"]["spec"]
+    return pod
+
+
+def gateway_container() -> dict[str, Any]:
+    (container,) = gateway_pod()["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+def container_env() -> dict[str, str]:
+    return {e["name"]: e["value"] for e in gateway_container()["env"] if "value" in e}
+
+
+def container_port(port: int | str) -> int:
+    """A probe's or a Service's port: a number, or a container port's name."""
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in gateway_container()["ports"]}
+    assert port in named, f"no container port named {port!r}"
+    return int(named[port])
+
+
+def haproxy_default_server() -> list[str]:
+    """The words of haproxy.cfg's default-server line, variables at their defaults."""
+    for line in HAPROXY_CFG.read_text().splitlines():
+        words = line.split()
+        if words and words[0] == "default-server":
+            return [resolved(word).strip('"') for word in words[1:]]
+    return []
+
+
+# -- every file ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", COMMENTED_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_explains_itself(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("#"), "the file opens with a comment saying what it is"
+    comments = [line for line in lines if line.strip().startswith("#")]
+    # A comment for roughly every few values, not a header alone.
+    assert len(comments) >= max(5, len(lines) // 4), f"{len(comments)} of {len(lines)} lines"
+
+
+def test_stop_budget_reads_the_gateways_defaults() -> None:
+    # With nothing set, the budget is the defaults' sum; a changed default changes it.
+    expected = (
+        table.DRAIN_DELAY.default
+        + table.DRAIN_TIMEOUT.default
+        + CLOSE_GRACE_S
+        + table.WORKER_STOP_TIMEOUT.default
+    )
+    assert stop_budget({}) == expected
+    assert stop_budget({"ASR_DRAIN_TIMEOUT": "${ASR_DRAIN_TIMEOUT:-100}"}) == expected + 80
+
+
+# -- systemd ------------------------------------------------------------------------------
+
+
+def test_systemd_stop_timeout_outlasts_the_drain() -> None:
+    timeout = seconds(unit_value("Service", "TimeoutStopSec"))
+    assert timeout > stop_budget(unit_environment())
+
+
+def test_systemd_signals_only_the_gateway_first() -> None:
+    # mixed: SIGTERM to the main process (it drains, then stops its workers), SIGKILL to
+    # what is left. control-group would SIGTERM the workers under the live sessions.
+    assert unit_value("Service", "KillMode") == "mixed"
+    assert unit_value("Service", "KillSignal") in ("SIGTERM", "TERM", "15")
+    assert unit_value("Service", "Restart") == "on-failure"  # a drain's exit 0 stays down
+
+
+def test_systemd_serves_the_draining_entry_point_on_funasr_port() -> None:
+    argv = unit_value("Service", "ExecStart").split()
+    assert argv[0].endswith("/bin/python")
+    assert argv[1:3] == ["-m", "gateway"]  # bare uvicorn only drains as a fallback
+    assert option(argv, "--host") == "0.0.0.0"
+    assert int(option(argv, "--port")) == FUNASR_PORT
+    assert unit_value("Service", "EnvironmentFile").lstrip("-").startswith("/etc/")
+    # One fd per session: room for far more than the default ASR_MAX_SESSIONS.
+    assert int(unit_value("Service", "LimitNOFILE")) >= 16 * table.MAX_SESSIONS.default
+
+
+# -- Dockerfile ---------------------------------------------------------------------------
+
+
+def test_dockerfile_runs_the_draining_gateway_as_pid_1() -> None:
+    argv = dockerfile_cmd()
+    assert argv[:3] == ["python", "-m", "gateway"]
+    assert option(argv, "--host") == "0.0.0.0"
+    assert int(option(argv, "--port")) == FUNASR_PORT
+    assert dockerfile("STOPSIGNAL") == ["SIGTERM"]
+    assert not dockerfile("ENTRYPOINT"), "a shell entrypoint would take the signal instead"
+
+
+def test_dockerfile_exposes_the_gateway_and_agent_ports() -> None:
+    exposed = {int(port) for args in dockerfile("EXPOSE") for port in args.split()}
+    services = gateway_services().values()
+    agent_ports = {int(spec["environment"]["ASR_AGENT_PORT"]) for spec in services}
+    assert {FUNASR_PORT} | agent_ports <= exposed
+
+
+def test_dockerfile_healthcheck_is_healthz_without_curl() -> None:
+    (healthcheck,) = dockerfile("HEALTHCHECK")
+    assert "CMD" in healthcheck
+    assert "curl" not in healthcheck  # not in python:3.12-slim
+    assert "wget" not in healthcheck
+    assert f"127.0.0.1:{FUNASR_PORT}/healthz" in healthcheck  # liveness, not /readyz
+    start_period = re.search(r"--start-period=(\S+)", healthcheck)
+    assert start_period is not None
+    # uvicorn listens only once the workers have loaded the model.
+    assert seconds(start_period.group(1)) > table.WORKER_START_TIMEOUT.default
+
+
+def test_dockerfile_installs_cpu_torch_unless_told_otherwise() -> None:
+    args = dict(arg.partition("=")[::2] for arg in dockerfile("ARG"))
+    assert args["TORCH_INDEX_URL"].endswith("/whl/cpu")
+    assert any("$TORCH_INDEX_URL" in run and "torch==" in run for run in dockerfile("RUN"))
+    assert args["PYTHON_IMAGE"] == "python:3.12-slim"
+
+
+def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    copied = {
+        source.rstrip("/")
+        for args in dockerfile("COPY")
+        if not args.startswith("--from")
+        for source in args.split()[:-1]
+    }
+    assert copied <= allowed, "a COPY source the build context would not hold"
+    assert "*" in ignore  # .venv (GBs) and .git stay out
+
+
+# -- Compose ------------------------------------------------------------------------------
+
+
+def test_compose_replica_ids_are_the_service_names() -> None:
+    services = gateway_services()
+    assert len(services) >= 2
+    for name, spec in services.items():
+        # HAProxy names its servers after the services, and routes resumes by the id.
+        assert spec["environment"]["ASR_REPLICA_ID"] == name
+
+
+def test_compose_stop_grace_outlasts_the_drain() -> None:
+    for name, spec in gateway_services().items():
+        grace = seconds(spec["stop_grace_period"])
+        assert grace > stop_budget(spec["environment"]), name
+
+
+def test_compose_replicas_answer_the_agent_and_share_haproxys_maxconn() -> None:
+    services = compose()["services"]
+    haproxy_sessions = setting(services["haproxy"]["environment"], table.MAX_SESSIONS)
+    for name, spec in gateway_services().items():
+        env = spec["environment"]
+        assert env["ASR_AGENT_PORT"] == "10096", name
+        assert setting(env, table.MAX_SESSIONS) == haproxy_sessions, name
+        assert spec["build"]["dockerfile"] == "deploy/Dockerfile"
+        assert (COMPOSE.parent / spec["build"]["context"] / "pyproject.toml").is_file()
+
+
+def test_compose_haproxy_publishes_funasr_port_and_mounts_the_config_read_only() -> None:
+    haproxy = compose()["services"]["haproxy"]
+    assert haproxy["image"].startswith("haproxy:2.6")
+    assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in haproxy["volumes"]
+    published = {str(port).split(":")[0] for port in haproxy["ports"]}
+    assert {str(FUNASR_PORT), "8404"} <= published
+    assert set(haproxy["depends_on"]) == set(gateway_services())
+    # The replicas trust X-Forwarded-For from HAProxy's fixed address and nobody else's.
+    address = haproxy["networks"]["asr"]["ipv4_address"]
+    for spec in gateway_services().values():
+        assert spec["environment"]["FORWARDED_ALLOW_IPS"] == address
+        assert "ports" not in spec, "a published replica port bypasses HAProxy"
+
+
+def test_compose_drain_delay_outlasts_haproxys_checks() -> None:
+    """Sessions arriving while HAProxy has not yet seen "drain" must still be admitted."""
+    if not HAPROXY_CFG.exists():
+        pytest.skip("deploy/haproxy.cfg is not there yet")
+    words = haproxy_default_server()
+
+    def word_after(name: str, default: str) -> str:
+        return words[words.index(name) + 1] if name in words else default
+
+    inter = seconds(word_after("inter", "2000"), bare="ms")
+    agent_inter = seconds(word_after("agent-inter", str(inter * 1000)), bare="ms")
+    fall = int(word_after("fall", "3"))
+    # The slower of the two ways HAProxy learns it: the agent's next poll, or `fall`
+    # failed /readyz checks.
+    noticed = max(agent_inter, inter * fall)
+    for name, spec in gateway_services().items():
+        assert float(setting(spec["environment"], table.DRAIN_DELAY)) > noticed, name
+
+
+def test_compose_services_are_haproxys_servers() -> None:
+    if not HAPROXY_CFG.exists():
+        pytest.skip("deploy/haproxy.cfg is not there yet")
+    servers = {
+        line.split()[1]
+        for line in HAPROXY_CFG.read_text().splitlines()
+        if line.split()[:1] == ["server"]
+    }
+    assert servers == set(gateway_services())
+
+
+# -- Kubernetes ---------------------------------------------------------------------------
+
+
+def test_kubernetes_grace_period_outlasts_the_drain() -> None:
+    pod = gateway_pod()
+    assert "lifecycle" not in gateway_container(), "a preStop hook would spend the budget"
+    assert pod["terminationGracePeriodSeconds"] > stop_budget(container_env())
+
+
+def test_kubernetes_probes_point_at_readyz_and_healthz_on_the_gateway_port() -> None:
+    container = gateway_container()
+    assert int(option(dockerfile_cmd(), "--port")) == container_port("ws") == FUNASR_PORT
+    probes = {
+        kind: container[kind]["httpGet"]
+        for kind in ("readinessProbe", "livenessProbe", "startupProbe")
+    }
+    assert probes["readinessProbe"]["path"] == "/readyz"
+    assert probes["livenessProbe"]["path"] == "/healthz"
+    assert probes["startupProbe"]["path"] == "/healthz"
+    for probe in probes.values():
+        assert container_port(probe["port"]) == FUNASR_PORT
+
+
+def test_kubernetes_probe_timing() -> None:
+    container = gateway_container()
+    readiness, liveness, startup = (
+        container[kind] for kind in ("readinessProbe", "livenessProbe", "startupProbe")
+    )
+    # A full or draining pod leaves the endpoints within seconds.
+    assert readiness["periodSeconds"] * readiness["failureThreshold"] <= 5
+    # A restart kills every session on the pod: not for a slow minute.
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 60
+    # Model load: uvicorn listens only after it.
+    start_timeout = float(setting(container_env(), table.WORKER_START_TIMEOUT))
+    assert startup["periodSeconds"] * startup["failureThreshold"] > start_timeout
+
+
+def test_kubernetes_one_gpu_per_pod_named_after_the_pod() -> None:
+    container = gateway_container()
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container_env()["ASR_DEVICES"] == "cuda:0"
+    (replica_id,) = [e for e in container["env"] if e["name"] == "ASR_REPLICA_ID"]
+    assert replica_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+def test_kubernetes_services_reach_the_pods() -> None:
+    (workload,) = k8s("StatefulSet")
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    assert workload["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    services = {svc["metadata"]["name"]: svc["spec"] for svc in k8s("Service")}
+    headless = services[workload["spec"]["serviceName"]]
+    assert headless["clusterIP"] == "None"
+    # Full and draining pods still take the resumes of the sessions parked on them.
+    assert headless["publishNotReadyAddresses"] is True
+    for spec in services.values():
+        assert spec["selector"].items() <= labels.items()
+        for port in spec["ports"]:
+            container_port(port["targetPort"])  # names a port the container has
+    (pdb,) = k8s("PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_kubernetes_ingress_outlasts_sessions_and_takes_uploads() -> None:
+    (ingress,) = k8s("Ingress")
+    annotations = ingress["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+        # nginx must not end a session before the gateway's own limits do.
+        assert float(annotations[prefix + timeout]) >= table.MAX_SESSION_SECONDS.default
+    body = annotations[prefix + "proxy-body-size"]
+    assert body.endswith("m")
+    assert int(body[:-1]) << 20 >= table.TRANSCRIBE_MAX_BYTES.default
+    services = {svc["metadata"]["name"] for svc in k8s("Service")}
+    for rule in ingress["spec"]["rules"]:
+        for path in rule["http"]["paths"]:
+            assert path["backend"]["service"]["name"] in services
