@@ -206,11 +206,14 @@ def _leave_parents_session() -> None:
     """Take this worker out of the parent's session, and so out of its process group.
 
     A signal for the server's whole group (Ctrl-C in its terminal; SIGTERM to the group,
-    as systemd's default KillMode sends) must not reach the workers: they would die under
+    as ``kill -- -PID`` or a container runtime's process-group kill sends) must not reach
+    the workers: they would die under
     the sessions the drain lets finish. The parent stops them in order instead, and a
     worker whose parent is gone still exits (its command pipe reads EOF, its results pipe
     breaks). SIGTERM keeps its default action, so that the parent's ``terminate()`` ends a
     stuck worker. SIGINT stays ignored, whoever sends it: the parent stops its workers.
+    (systemd's default KillMode signals every process of the unit's cgroup, whatever its
+    group: hence ``KillMode=mixed`` in deploy/asr-gateway.service.)
     """
     try:
         os.setsid()
