@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import statistics
 import tempfile
@@ -61,7 +62,9 @@ async def signals(cluster: Cluster, rounds: int) -> dict[str, Any]:
     wait = anyio.to_thread.run_sync
     for _ in range(rounds):
         sessions = await _fill(gw1.url, PLACES - 1)
-        await anyio.sleep(2 * INTER_S)  # both checks have seen it with a place free
+        # Both checks have seen it with a place free; then a random phase against their
+        # polls, or every round would fill it at the same point of the interval.
+        await anyio.sleep(2 * INTER_S + random.uniform(0, INTER_S))
         started = time.monotonic()
         sessions += await _fill(gw1.url, 1)  # the last place: full from now
         agent.append(await wait(_until, cluster, "gw1", "weight", "0", started))
@@ -71,6 +74,7 @@ async def signals(cluster: Cluster, rounds: int) -> dict[str, Any]:
         await wait(cluster.wait_for, "gw1", "UP", 30.0)
     victim = cluster.replicas["gw3"]
     for _ in range(rounds):
+        await anyio.sleep(random.uniform(0, INTER_S))
         started = time.monotonic()
         await wait(victim.stop, signal.SIGKILL)
         killed.append(await wait(_until, cluster, "gw3", "status", "DOWN", started))
@@ -139,6 +143,29 @@ def _only(cluster: Cluster, names: set[str]) -> None:
         cluster.wait_for(name, "UP", timeout=30)
 
 
+def loads(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """The cost of the hop, then 1 replica against 2, on the same cluster."""
+    sweep = [int(n) for n in args.sweep.split(",")]
+    with (
+        tempfile.TemporaryDirectory() as logs,
+        haproxy_cluster(Path(logs), env, check_inter_s=INTER_S, places=2000) as cluster,
+    ):
+        _only(cluster, {"gw1"})
+        direct = cluster.replicas["gw1"].url
+        cost = [
+            asdict(_load(cluster, direct, "direct", args.streams, args.seconds)),
+            asdict(_load(cluster, cluster.url, "haproxy", args.streams, args.seconds)),
+        ]
+        points = []
+        for names in ({"gw1"}, {"gw1", "gw2"}):
+            _only(cluster, names)
+            for streams in sweep:
+                path = f"{len(names)} replica(s)"
+                points.append(asdict(_load(cluster, cluster.url, path, streams, args.seconds)))
+                print(json.dumps(points[-1]), flush=True)
+    return {"cost": cost, "replicas": points}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -146,6 +173,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--sweep", default="200,400,600,800", help="streams, 1 vs 2 replicas")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--signals-only", action="store_true", help="skip the loads")
     args = parser.parse_args()
     report: dict[str, Any] = {}
     env = {"ASR_WORKERS_PER_DEVICE": "1", "ASR_MAX_SESSIONS_PER_CLIENT": "0"}
@@ -154,27 +182,8 @@ def main() -> None:
         haproxy_cluster(Path(logs), env, check_inter_s=INTER_S, places=PLACES) as cluster,
     ):
         report["signals"] = anyio.run(signals, cluster, args.rounds)
-    sweep = [int(n) for n in args.sweep.split(",")]
-    with (
-        tempfile.TemporaryDirectory() as logs,
-        haproxy_cluster(Path(logs), env, check_inter_s=INTER_S, places=2000) as cluster,
-    ):
-        _only(cluster, {"gw1"})
-        direct = cluster.replicas["gw1"].url
-        report["cost"] = [
-            asdict(_load(cluster, direct, "direct", args.streams, args.seconds)),
-            asdict(_load(cluster, cluster.url, "haproxy", args.streams, args.seconds)),
-        ]
-        points = []
-        for names in ({"gw1"}, {"gw1", "gw2"}):
-            _only(cluster, names)
-            for streams in sweep:
-                point = _load(
-                    cluster, cluster.url, f"{len(names)} replica(s)", streams, args.seconds
-                )
-                points.append(asdict(point))
-                print(json.dumps(points[-1]), flush=True)
-        report["replicas"] = points
+    if not args.signals_only:
+        report.update(loads(args, env))
     text = json.dumps(report, indent=2)
     print(text)
     if args.out is not None:
