@@ -2,7 +2,8 @@
 
 The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.websocket_endpoint``,
 then ``gateway.session``); an HTTP ``GET /`` gets the browser page (``gateway/static``);
-``POST /v1/transcribe`` decodes a whole file (``gateway.transcribe_endpoint``);
+``POST /v1/transcribe`` decodes a whole file (``gateway.transcribe_endpoint``); OpenAI's
+``/v1/audio/transcriptions``, ``/v1/models`` and ``/v1/realtime`` are ``gateway.openai_api``;
 ``/healthz``, ``/readyz`` and ``/metrics`` are for the operator (``gateway.status``). The
 lifespan starts the worker pools (streaming; offline, VAD when configured) and stops them.
 ``drain`` lets the live sessions finish first: ``python -m gateway``'s server calls it on
@@ -41,6 +42,8 @@ from gateway.agent import Capacity, serve_agent
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
 from gateway.closing import CLOSE_GRACE_S
 from gateway.metrics import GatewayMetrics
+from gateway.openai_api import realtime as openai_realtime
+from gateway.openai_api import transcriptions as openai_transcriptions
 from gateway.resume import ResumableSessions
 from gateway.server_log import quiet_client_faults
 from gateway.serving import Serving
@@ -91,6 +94,10 @@ class Gateway:
                 Route("/readyz", self._readyz),
                 Route("/metrics", self._metrics),
                 Route("/v1/transcribe", self._transcribe, methods=["POST"]),
+                # The OpenAI dialect (gateway.openai_api): OpenAI's SDK with base_url=.../v1.
+                Route("/v1/audio/transcriptions", self._openai_transcribe, methods=["POST"]),
+                Route("/v1/models", self._openai_models),
+                WebSocketRoute("/v1/realtime", self._openai_realtime),
             ]
         )
 
@@ -309,6 +316,19 @@ class Gateway:
 
     async def _transcribe(self, request: Request) -> Response:
         return await transcribe(self._serving, request, self.metrics)
+
+    # -- the OpenAI dialect ------------------------------------------------------------
+
+    async def _openai_transcribe(self, request: Request) -> Response:
+        return await openai_transcriptions.create_transcription(
+            self._serving, request, self.metrics
+        )
+
+    async def _openai_models(self, request: Request) -> Response:
+        return await openai_transcriptions.list_models(self._serving, request)
+
+    async def _openai_realtime(self, websocket: WebSocket) -> None:
+        await openai_realtime.serve_realtime(self._serving, websocket, self.metrics)
 
 
 def _show_our_logs() -> None:
