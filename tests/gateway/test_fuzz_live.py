@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
+from websockets.sync.connection import Connection
 from websockets.typing import Subprotocol
 
 from gateway.protocol import CONFIG_KEYS
@@ -152,7 +153,7 @@ _frames = st.one_of(
 )
 
 
-def close_code_after(ws: ClientConnection) -> tuple[int | None, list[dict[str, Any]]]:
+def close_code_after(ws: Connection) -> tuple[int | None, list[dict[str, Any]]]:
     """Read until the server closes (its code) or goes quiet (None, and we close)."""
     messages: list[dict[str, Any]] = []
     try:
