@@ -3,17 +3,31 @@
 The cut points come from the VAD pool when one is configured (FunASR's FSMN-VAD speech
 regions, as FunASR's own ``generate`` segments a file), else from the audio's energy; the
 segments are then decoded concurrently (the offline worker's held step gathers them into
-batches) and joined, their timestamps moved to where each segment starts.
+batches), their timestamps moved to where each segment starts, and either joined
+(``transcribe_long``: ``/v1/transcribe``) or read one by one in order as they finish
+(``decode_segments``: OpenAI's segments, cues and streamed deltas).
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 
-from gateway.segment import Segment, cut, join_texts, silence_by_energy, silence_from_speech
+from gateway.segment import (
+    BYTES_PER_MS,
+    Segment,
+    cut,
+    join_texts,
+    silence_by_energy,
+    silence_from_speech,
+)
 from gateway.vad import SpeechEnded, SpeechStarted, vad_events
+from shared.errors import GatewayError
 from shared.messages import StreamOptions
 from workers.pool import Transcript, WorkerPool
 
@@ -58,30 +72,99 @@ async def find_segments(
     return cut(len(pcm), max_bytes, silent)
 
 
+@dataclass(frozen=True, slots=True)
+class DecodedSegment:
+    """One segment's transcript, its token times moved to where the segment starts in the
+    file; ``start_ms``/``end_ms``: the segment's bounds in the file."""
+
+    index: int
+    start_ms: int
+    end_ms: int
+    transcript: Transcript
+
+
+class SegmentDecodes:
+    """The segments of one file being decoded at once; iterated, each as soon as it and
+    every one before it is done (in order, whatever order the batches finish in)."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        self.segments = tuple(segments)
+        self._done = [anyio.Event() for _ in segments]
+        self._results: list[Transcript | GatewayError | None] = [None] * len(segments)
+
+    async def decode(
+        self, pool: WorkerPool, samples: npt.NDArray[np.int16], options: StreamOptions, index: int
+    ) -> None:
+        segment = self.segments[index]
+        try:
+            piece = samples[segment.start // 2 : segment.end // 2]
+            self._results[index] = await pool.transcribe_with_times(piece, options)
+        except GatewayError as error:
+            # Kept for the reader to raise in its turn: one task's failure must not cancel
+            # the segments before it, nor reach the caller wrapped in an ExceptionGroup.
+            self._results[index] = error
+        finally:
+            self._done[index].set()
+
+    async def __aiter__(self) -> AsyncIterator[DecodedSegment]:
+        for index, segment in enumerate(self.segments):
+            await self._done[index].wait()
+            result = self._results[index]
+            if isinstance(result, GatewayError):
+                raise result
+            assert result is not None, "a decode either filled its result or kept its error"
+            offset = segment.start_ms
+            moved = tuple((start + offset, end + offset) for start, end in result.timestamps)
+            yield DecodedSegment(
+                index, offset, segment.end // BYTES_PER_MS, Transcript(result.text, moved)
+            )
+
+
+@asynccontextmanager
+async def decode_segments(
+    pool: WorkerPool,
+    samples: npt.NDArray[np.int16],
+    segments: Sequence[Segment],
+    options: StreamOptions,
+) -> AsyncIterator[SegmentDecodes]:
+    """Decode every segment at once (the offline worker's held step batches them); what
+    is still decoding when the ``with`` is left is cancelled."""
+    decodes = SegmentDecodes(segments)
+    async with anyio.create_task_group() as group:
+        for index in range(len(segments)):
+            group.start_soon(decodes.decode, pool, samples, options, index)
+        yield decodes
+        group.cancel_scope.cancel()
+
+
+def join_segments(pieces: Sequence[DecodedSegment]) -> Transcript:
+    """Segments' transcripts as one: texts joined as FunASR joins them, times in order."""
+    texts = [piece.transcript.text for piece in pieces]
+    timestamps = tuple(pair for piece in pieces for pair in piece.transcript.timestamps)
+    return Transcript(join_texts(texts), timestamps)
+
+
 async def transcribe_segments(
     pool: WorkerPool,
     samples: npt.NDArray[np.int16],
-    segments: list[Segment],
+    segments: Sequence[Segment],
     options: StreamOptions,
-) -> Transcript:
-    """Decode every segment at once and join them into one transcript."""
-    parts: list[Transcript | None] = [None] * len(segments)
+) -> list[DecodedSegment]:
+    """Every segment's transcript, in order."""
+    async with decode_segments(pool, samples, segments, options) as decodes:
+        return [piece async for piece in decodes]
 
-    async def decode(index: int, segment: Segment) -> None:
-        piece = samples[segment.start // 2 : segment.end // 2]
-        parts[index] = await pool.transcribe_with_times(piece, options)
 
-    async with anyio.create_task_group() as group:
-        for index, segment in enumerate(segments):
-            group.start_soon(decode, index, segment)
-    texts: list[str] = []
-    timestamps: list[tuple[int, int]] = []
-    for segment, part in zip(segments, parts, strict=True):
-        assert part is not None, "every decode either filled its part or raised"
-        texts.append(part.text)
-        offset = segment.start_ms
-        timestamps += [(start + offset, end + offset) for start, end in part.timestamps]
-    return Transcript(join_texts(texts), tuple(timestamps))
+async def file_segments(
+    samples: npt.NDArray[np.int16],
+    *,
+    max_segment_bytes: int,
+    vad_pool: WorkerPool | None,
+    energy_threshold: float,
+) -> list[Segment]:
+    """Where a whole file is cut: one segment unless it is longer than the limit."""
+    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")  # no copy
+    return await find_segments(pcm, max_segment_bytes, vad_pool, energy_threshold)
 
 
 async def transcribe_long(
@@ -94,8 +177,10 @@ async def transcribe_long(
     energy_threshold: float,
 ) -> Transcript:
     """A whole file's transcript, decoded in segments when it is longer than the limit."""
-    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")  # no copy
-    segments = await find_segments(pcm, max_segment_bytes, vad_pool, energy_threshold)
-    if len(segments) == 1:
-        return await pool.transcribe_with_times(samples, options)
-    return await transcribe_segments(pool, samples, segments, options)
+    segments = await file_segments(
+        samples,
+        max_segment_bytes=max_segment_bytes,
+        vad_pool=vad_pool,
+        energy_threshold=energy_threshold,
+    )
+    return join_segments(await transcribe_segments(pool, samples, segments, options))

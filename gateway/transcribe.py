@@ -51,7 +51,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -67,7 +67,11 @@ from gateway.upload import (
     FORM_WHY,
     JSON_MAX_BYTES,
     JSON_WHY,
+    MAX_PARTS,
+    TEXT_FIELDS,
+    Form,
     check_declared_length,
+    field_reason,
     form_limit,
     read_capped,
     read_form,
@@ -83,7 +87,9 @@ __all__ = [
     "TranscriptionLimiter",
     "decode_wav",
     "duration_s",
+    "parse_hotwords_field",
     "read_audio",
+    "read_upload",
     "refusal_for",
 ]
 
@@ -232,35 +238,75 @@ class AudioRequest:
     hotwords: tuple[str, ...] = ()
 
 
-def _hotwords(value: object) -> tuple[str, ...]:
+def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
+    """Hotwords in either form FunASR's clients send; past the limits of a WebSocket config,
+    a 400 whose reason is ``bad_<name>`` (``bad_hotwords``)."""
     if value is None:
         return ()
     try:
-        return parse_hotwords("hotwords", value)
+        return parse_hotwords(name, value)
     except ProtocolError as error:
-        raise TranscribeError(400, "bad_hotwords", error.message) from None
+        raise TranscribeError(400, field_reason(name), error.message) from None
 
 
 async def read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
     """The audio bytes of a request, where they came from, and its hotwords."""
-    try:
+    with _disconnect_refused():
         return await _read_audio(request, settings)
+
+
+async def read_upload(
+    request: Request,
+    settings: TranscribeSettings,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    """A ``multipart/form-data`` request's ``file`` and its text ``fields`` (OpenAI's
+    endpoint, which takes no JSON): the same caps, deadline and refusals as an upload to
+    ``/v1/transcribe``."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise TranscribeError(
+            415, "unsupported_type", "send multipart/form-data with a 'file' field"
+        )
+    with _disconnect_refused():
+        return await _read_upload(request, content_type, settings, fields, max_parts)
+
+
+@contextmanager
+def _disconnect_refused() -> Iterator[None]:
+    try:
+        yield
     except ClientDisconnect:
         raise TranscribeError(
             400, "disconnected", "the client went away while sending the body"
         ) from None
 
 
+async def _read_upload(
+    request: Request,
+    content_type: str,
+    settings: TranscribeSettings,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    limit = form_limit(settings.max_bytes)
+    check_declared_length(request.headers, limit, "the form", FORM_WHY)
+    with _upload_deadline(settings):
+        form = await read_form(
+            content_type, request.stream(), settings.max_bytes, fields, max_parts
+        )
+    if form.file is None:
+        raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
+    return form
+
+
 async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        limit = form_limit(settings.max_bytes)
-        check_declared_length(request.headers, limit, "the form", FORM_WHY)
-        with _upload_deadline(settings):
-            form = await read_form(content_type, request.stream(), settings.max_bytes)
-        if form.file is None:
-            raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
-        return AudioRequest(form.file, form.filename, _hotwords(form.hotwords))
+        form = await _read_upload(request, content_type, settings)
+        assert form.file is not None, "_read_upload refuses a form without one"
+        return AudioRequest(form.file, form.filename, parse_hotwords_field(form.hotwords))
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
@@ -272,7 +318,7 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         url = payload.get("url") if isinstance(payload, dict) else None
         if not isinstance(url, str):
             raise TranscribeError(400, "bad_json", 'the JSON body must be {"url": "http(s)://..."}')
-        words = _hotwords(payload.get("hotwords"))
+        words = parse_hotwords_field(payload.get("hotwords"))
         data = await fetch(
             url,
             max_bytes=settings.max_bytes,

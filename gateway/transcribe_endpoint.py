@@ -1,30 +1,67 @@
 """``POST /v1/transcribe``: the request's checks, its place, the decode, the JSON answer
-(the request's audio and its refusals: ``gateway.transcribe``)."""
+(the request's audio and its refusals: ``gateway.transcribe``).
+
+``serve_transcription`` is the part every file endpoint shares (OpenAI's
+``/v1/audio/transcriptions`` too, ``gateway.openai_api.transcriptions``): draining and
+readiness (503), the key and the origin (401, 403), a place among
+``ASR_TRANSCRIBE_CONCURRENCY`` (429), one log line for a bug (500), and the counts
+(``asr_transcriptions_total{status}``, ``asr_transcription_refusals_total{reason}``); each
+endpoint brings what it runs and how it words a refusal.
+"""
 
 from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Awaitable, Callable
 
 import anyio
+import numpy as np
+import numpy.typing as npt
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from gateway.access import check_handshake
+from gateway.admission import Place
 from gateway.long_audio import transcribe_long
 from gateway.metrics import GatewayMetrics
 from gateway.serving import Serving
 from gateway.transcribe import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
 from shared.errors import GatewayError
 from shared.messages import StreamOptions
+from workers.pool import Transcript
 
 logger = logging.getLogger(__name__)
 
+Run = Callable[[Serving, Request], Awaitable[Response]]
+Refuse = Callable[[TranscribeError], Response]
 
-async def transcribe(
-    serving: Serving | None, request: Request, metrics: GatewayMetrics
+
+class HeldResponse(StreamingResponse):
+    """A streamed answer that keeps the request's place until its last byte is sent (or
+    the client is gone): ``serve_transcription`` hands the place to it rather than giving
+    it back when ``run`` returns."""
+
+    place: Place | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.place is not None:
+                self.place.release()
+
+
+async def serve_transcription(
+    serving: Serving | None,
+    request: Request,
+    metrics: GatewayMetrics,
+    *,
+    run: Run,
+    refuse: Refuse,
 ) -> Response:
-    """A whole file, decoded as one utterance; every refusal a counted JSON error."""
+    """``run``'s answer, counted; every refusal counted and answered by ``refuse``."""
     error: TranscribeError
     try:
         if serving is None or serving.admission.draining.is_set():
@@ -36,16 +73,25 @@ async def transcribe(
             reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
             raise TranscribeError(refusal.status, reason, refusal.message)
         serving.transcriptions.take()
+        place = Place(serving.transcriptions.give)
         try:
-            return await _transcribe_taken(serving, request, metrics)
-        finally:
-            serving.transcriptions.give()
+            response = await run(serving, request)
+        except BaseException:
+            place.release()
+            raise
+        if isinstance(response, HeldResponse):
+            response.place = place  # given back when its stream ends
+        else:
+            place.release()
+        metrics.transcriptions.labels(str(response.status_code)).inc()
+        return response
     except TranscribeError as refused:
         error = refused
     except Exception as exc:  # a bug: counted, one log line, still a JSON answer
         where = traceback.extract_tb(exc.__traceback__)[-1]
         logger.error(
-            "POST /v1/transcribe failed at %s:%s: %s: %s",
+            "POST %s failed at %s:%s: %s: %s",
+            request.url.path,
             where.filename,
             where.lineno,
             type(exc).__name__,
@@ -54,21 +100,22 @@ async def transcribe(
         error = TranscribeError(500, "internal", "the server failed; see its log")
     metrics.transcriptions.labels(str(error.status)).inc()
     metrics.transcription_refusals.labels(error.reason).inc()
-    headers = {"Retry-After": "1"} if error.status == 429 else None
-    body = {"error": {"status": error.status, "message": error.message}}
-    return JSONResponse(body, error.status, headers)
+    return refuse(error)
 
 
-async def _transcribe_taken(
-    serving: Serving, request: Request, metrics: GatewayMetrics
-) -> Response:
+async def decode_upload(serving: Serving, data: bytes) -> npt.NDArray[np.int16]:
+    """A file's audio as 16 kHz mono int16, checked and resampled off the event loop."""
+    return await anyio.to_thread.run_sync(decode_wav, data, serving.settings.max_session_s)
+
+
+async def transcribe_file(
+    serving: Serving, samples: npt.NDArray[np.int16], options: StreamOptions
+) -> Transcript:
+    """The whole file's transcript; longer than ASR_MAX_SEGMENT_SECONDS, in segments cut
+    at pauses, then joined."""
     settings = serving.settings
-    audio = await read_audio(request, settings.transcribe)  # capped as it arrives
-    samples = await anyio.to_thread.run_sync(decode_wav, audio.data, settings.max_session_s)
-    options = StreamOptions(hotwords=audio.hotwords)
     try:
-        # Longer than ASR_MAX_SEGMENT_SECONDS: in segments cut at pauses, then joined.
-        transcript = await transcribe_long(
+        return await transcribe_long(
             serving.whole_utterance_pool,
             samples,
             options,
@@ -78,7 +125,27 @@ async def _transcribe_taken(
         )
     except GatewayError as error:
         raise refusal_for(error) from None
-    metrics.transcriptions.labels("200").inc()
+
+
+async def transcribe(
+    serving: Serving | None, request: Request, metrics: GatewayMetrics
+) -> Response:
+    """A whole file, decoded as one utterance; every refusal a counted JSON error."""
+    return await serve_transcription(
+        serving, request, metrics, run=_transcribe_taken, refuse=_refusal
+    )
+
+
+def _refusal(error: TranscribeError) -> Response:
+    headers = {"Retry-After": "1"} if error.status == 429 else None
+    body = {"error": {"status": error.status, "message": error.message}}
+    return JSONResponse(body, error.status, headers)
+
+
+async def _transcribe_taken(serving: Serving, request: Request) -> Response:
+    audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
+    samples = await decode_upload(serving, audio.data)
+    transcript = await transcribe_file(serving, samples, StreamOptions(hotwords=audio.hotwords))
     decoder = serving.whole_utterance_pool
     body: dict[str, object] = {
         "text": transcript.text,

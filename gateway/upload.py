@@ -4,16 +4,23 @@ A declared ``Content-Length`` is checked before anything is read (over the cap: 
 once; not a number: 400). The body is then consumed chunk by chunk with a running count
 that stops at the cap (413), so memory stays bounded by the cap and nothing is spooled to
 disk: a multipart form is parsed incrementally (``python_multipart``, as Starlette does) and
-its ``file`` part kept in memory, up to ``ASR_TRANSCRIBE_MAX_BYTES``; ``hotwords`` up to
-``FIELD_MAX_BYTES``; other fields are read past and dropped; at most ``MAX_PARTS`` parts.
+its ``file`` part kept in memory, up to ``ASR_TRANSCRIBE_MAX_BYTES``; the text fields the
+caller names (``/v1/transcribe``: ``hotwords``; OpenAI's endpoint: ``model``,
+``response_format``, ``timestamp_granularities[]``, ...) up to ``FIELD_MAX_BYTES`` each, every
+value of a repeated one kept in order; other fields are read past and dropped; at most
+``max_parts`` parts (``MAX_PARTS`` unless the caller says otherwise).
+
+A kept field that is a file is a 400 (``bad_form``); one that is not UTF-8, a 400 whose
+reason is ``bad_<name>`` (``[]`` left off: ``bad_hotwords``, ``bad_include``): the names are
+the caller's few, so the metric's labels stay few.
 
 ``FormReader`` is sans-I/O: chunks in, a ``Form`` out.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Collection, Mapping
+from dataclasses import dataclass, field
 
 from python_multipart import MultipartParser
 from python_multipart.exceptions import FormParserError
@@ -27,6 +34,7 @@ FORM_WHY = "ASR_TRANSCRIBE_MAX_BYTES and 256 KiB for the form's fields"
 FIELD_MAX_BYTES = 64 << 10  # a text field (hotwords: 16 KiB of words, plus JSON weights)
 FORM_SLACK_BYTES = 256 << 10  # a form's boundaries, part headers and text fields
 MAX_PARTS = 8
+TEXT_FIELDS = frozenset({"hotwords"})  # what /v1/transcribe's form keeps
 
 
 def check_declared_length(headers: Mapping[str, str], limit: int, what: str, why: str) -> None:
@@ -55,7 +63,20 @@ async def read_capped(chunks: AsyncIterator[bytes], limit: int, what: str, why: 
 class Form:
     file: bytes | None  # None: the form has no ``file`` part
     filename: str
-    hotwords: str | None
+    fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # in arrival order
+
+    def text(self, name: str) -> str | None:
+        """The field's value (its last, if it came more than once); None if absent."""
+        values = self.fields.get(name)
+        return values[-1] if values else None
+
+    def values(self, name: str) -> tuple[str, ...]:
+        """Every value of a repeated field (``timestamp_granularities[]``), in order."""
+        return self.fields.get(name, ())
+
+    @property
+    def hotwords(self) -> str | None:
+        return self.text("hotwords")
 
 
 def form_limit(max_file_bytes: int) -> int:
@@ -63,9 +84,15 @@ def form_limit(max_file_bytes: int) -> int:
     return max_file_bytes + FORM_SLACK_BYTES
 
 
-async def read_form(content_type: str, chunks: AsyncIterator[bytes], max_file_bytes: int) -> Form:
-    """Parse a ``multipart/form-data`` body as it arrives."""
-    reader = FormReader(boundary_of(content_type), max_file_bytes)
+async def read_form(
+    content_type: str,
+    chunks: AsyncIterator[bytes],
+    max_file_bytes: int,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    """Parse a ``multipart/form-data`` body as it arrives, keeping ``fields``' text."""
+    reader = FormReader(boundary_of(content_type), max_file_bytes, fields, max_parts)
     limit = form_limit(max_file_bytes)
     total = 0
     async for chunk in chunks:
@@ -98,14 +125,22 @@ class _Part:
 class FormReader:
     """A multipart form, fed in chunks; what it keeps is bounded by its limits."""
 
-    def __init__(self, boundary: bytes, max_file_bytes: int) -> None:
+    def __init__(
+        self,
+        boundary: bytes,
+        max_file_bytes: int,
+        fields: Collection[str] = TEXT_FIELDS,
+        max_parts: int = MAX_PARTS,
+    ) -> None:
         self._max_file_bytes = max_file_bytes
+        self._kept = frozenset(fields)
+        self._max_parts = max_parts
         self._parts = 0
         self._part = _Part()
         self._ended = False
         self._file: bytes | None = None
         self._filename = ""
-        self._hotwords: str | None = None
+        self._fields: dict[str, list[str]] = {}
         try:
             self._parser = MultipartParser(
                 boundary,
@@ -136,12 +171,15 @@ class FormReader:
             raise TranscribeError(
                 400, "bad_form", "the multipart body ends before its closing boundary"
             )
-        return Form(self._file, self._filename, self._hotwords)
+        fields = {name: tuple(values) for name, values in self._fields.items()}
+        return Form(self._file, self._filename, fields)
 
     def _on_part_begin(self) -> None:
         self._parts += 1
-        if self._parts > MAX_PARTS:
-            raise TranscribeError(400, "bad_form", f"the form has more than {MAX_PARTS} parts")
+        if self._parts > self._max_parts:
+            raise TranscribeError(
+                400, "bad_form", f"the form has more than {self._max_parts} parts"
+            )
         self._part = _Part()
 
     def _on_header_field(self, data: bytes, start: int, end: int) -> None:
@@ -170,10 +208,10 @@ class FormReader:
             if self._file is not None:
                 raise TranscribeError(400, "bad_form", "the form has more than one 'file' part")
             part.limit = self._max_file_bytes
-        elif part.name == "hotwords":
+        elif part.name in self._kept:
             if part.filename is not None:
                 raise TranscribeError(
-                    400, "bad_form", "the 'hotwords' field must be text, not a file"
+                    400, "bad_form", f"the {part.name!r} field must be text, not a file"
                 )
             part.limit = FIELD_MAX_BYTES
         else:
@@ -196,14 +234,20 @@ class FormReader:
         if part.name == "file":
             self._file = bytes(part.data)
             self._filename = part.filename or "upload"
-        elif part.name == "hotwords":
+        elif part.name in self._kept:
             try:
-                self._hotwords = part.data.decode("utf-8")
+                text = part.data.decode("utf-8")
             except UnicodeDecodeError:
                 raise TranscribeError(
-                    400, "bad_hotwords", "the 'hotwords' field is not UTF-8 text"
+                    400, field_reason(part.name), f"the {part.name!r} field is not UTF-8 text"
                 ) from None
+            self._fields.setdefault(part.name, []).append(text)
         part.data = bytearray()
 
     def _on_end(self) -> None:
         self._ended = True
+
+
+def field_reason(name: str) -> str:
+    """The refusal reason of a bad text field: ``bad_hotwords``, ``bad_include``."""
+    return "bad_" + name.removesuffix("[]")
