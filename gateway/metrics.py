@@ -119,6 +119,19 @@ class GatewayMetrics:
             "Resumable sessions ended at a drop because ASR_MAX_PARKED_SESSIONS were parked",
             registry=registry,
         )
+        # The OpenAI dialect's realtime sessions are sessions too (counted above, with
+        # their turns as utterances); these say how many came that way, and what went wrong.
+        self.realtime_sessions = Counter(
+            "asr_realtime_sessions",
+            "Sessions of the OpenAI Realtime endpoint (/v1/realtime), admitted or not",
+            registry=registry,
+        )
+        self.realtime_errors = Counter(
+            "asr_realtime_errors",
+            "error events sent on /v1/realtime, by OpenAI error code",
+            ["code"],
+            registry=registry,
+        )
         self.utterances = Counter(
             "asr_utterances", "Utterances started, by mode", ["mode"], registry=registry
         )

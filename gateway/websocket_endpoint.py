@@ -58,14 +58,14 @@ async def serve_websocket(
         await close_with_error(websocket, exc)
         return
     if resume is None:
-        request = await _serve_new_session(serving, websocket, metrics, owner)
+        request = await serve_new_session(serving, websocket, metrics, owner)
         if request is None:
             return
         resume = ResumeQuery(request.token, request.last_result)
     await _resume_session(serving, websocket, metrics, resume, owner)
 
 
-async def _serve_new_session(
+async def serve_new_session(
     serving: Serving, websocket: WebSocket, metrics: GatewayMetrics, owner: str
 ) -> ResumeRequested | None:
     """Admit and serve a session; its first frame may ask to resume another instead."""

@@ -1,14 +1,296 @@
-"""Placeholder until the realtime endpoint lands (being written now)."""
+"""``/v1/realtime?intent=transcription``: OpenAI's Realtime API in transcription mode.
+
+The dialect is a translation, at the ASGI level, to and from FunASR's protocol: the session
+behind it is the FunASR endpoint's own (``gateway.websocket_endpoint.serve_new_session``,
+then ``gateway.session``), on a Starlette ``WebSocket`` whose ``receive`` and ``send`` are
+this module's. So a realtime session has the same admission (places, the audio budget,
+the per-client cap, the admission wait), the same limits, metrics, drain and close codes,
+and the same pools, as a FunASR session; nothing about serving is written twice.
+
+::
+
+    client events -> parse (realtime_events) -> InputBuffer (realtime_turns) -> FunASR frames
+    FunASR frames <- session <- pools
+    FunASR results -> Transcripts (realtime_turns) -> server events -> client
+
+What is ours alone: the events a transcription session answers itself (``session.created``
+and ``.updated``, the buffer's ``speech_started``, ``speech_stopped``, ``committed``,
+``cleared``, and ``error``), and the limits on the events that never reach the session:
+
+- an event over ``max_event_chars`` (base64 of three of the session's largest frames: 48
+  kHz audio resampled to one) is refused with 1009, as a frame over ASR_MAX_FRAME_BYTES is;
+- events other than appends count against ASR_MAX_FRAMES_PER_SECOND, as frames do (an
+  append is counted by the session, as the frame it becomes);
+- ``MAX_INVALID_EVENTS`` refused events close the session with 1008: OpenAI keeps a session
+  open after an error, but a client that sends nothing else valid only costs us.
+"""
 
 from __future__ import annotations
 
-from starlette.websockets import WebSocket
+import json
+import logging
+import secrets
+import time
+from collections import deque
 
+import anyio
+from starlette.responses import JSONResponse
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from gateway.access import check_handshake
+from gateway.closing import CLOSE_GRACE_S, close_reason
 from gateway.metrics import GatewayMetrics
+from gateway.openai_api.realtime_events import (
+    AudioAppended,
+    BufferCleared,
+    BufferCommitted,
+    EventIds,
+    RealtimeEventError,
+    RealtimeSettings,
+    SessionUpdate,
+    encode,
+    error_event,
+    parse_client_event,
+    session_object,
+)
+from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient, Transcripts
+from gateway.ratelimit import TokenBucket
+from gateway.resume import owner_of
 from gateway.serving import Serving
+from gateway.transport import Transport, transport_of
+from gateway.websocket_endpoint import serve_new_session
+from shared.errors import (
+    CLOSE_POLICY_VIOLATION,
+    FrameTooLargeError,
+    GatewayError,
+    ProtocolError,
+    ShuttingDownError,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_INVALID_EVENTS = 100
+TRANSCRIPTION_INTENT = "transcription"
+# FunASR close codes as OpenAI error codes, for the error event before the close.
+ERROR_CODES = {
+    1008: ("invalid_request_error", "session_limit"),
+    1009: ("invalid_request_error", "event_too_large"),
+    1011: ("server_error", "server_error"),
+    1012: ("server_error", "server_shutting_down"),
+    1013: ("server_error", "server_busy"),
+}
 
 
 async def serve_realtime(
     serving: Serving | None, websocket: WebSocket, metrics: GatewayMetrics
 ) -> None:
-    await websocket.close(1011)
+    metrics.realtime_sessions.inc()
+    if serving is not None:
+        # Keys and origin first, as for FunASR's endpoint: a refusal costs no session.
+        refusal = check_handshake(
+            serving.settings.access, websocket.headers, websocket.scope["query_string"]
+        )
+        if refusal is not None:
+            reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+            metrics.sessions_refused.labels(reason).inc()
+            await _deny(websocket, refusal.status, refusal.message)
+            return
+    await websocket.accept()
+    if serving is None:
+        await refuse(websocket, ShuttingDownError("the server is not serving"), metrics)
+        return
+    intent = websocket.query_params.get("intent", TRANSCRIPTION_INTENT)
+    if intent != TRANSCRIPTION_INTENT:
+        error = ProtocolError(
+            f"intent={intent[:40]!r} is not served: this server serves transcription"
+            " sessions only (?intent=transcription)"
+        )
+        await refuse(websocket, error, metrics, code="unsupported_intent")
+        return
+    owner = owner_of(serving.settings.access, websocket.headers, websocket.scope["query_string"])
+    dialect = RealtimeDialect(websocket, serving, metrics)
+    await serve_new_session(serving, dialect.funasr_websocket(), metrics, owner)
+
+
+class RealtimeDialect:
+    """One connection's translation. ``receive`` and ``send`` are the ASGI callables of the
+    FunASR session's WebSocket: it reads FunASR frames made from the client's events and
+    writes FunASR frames that become server events."""
+
+    def __init__(self, websocket: WebSocket, serving: Serving, metrics: GatewayMetrics) -> None:
+        settings = serving.settings
+        self._websocket = websocket
+        self._metrics = metrics
+        # gateway.transport finds uvicorn's transport through ``receive.__self__``.
+        self.transport: Transport | None = transport_of(websocket)
+        self._session_id = f"sess_{secrets.token_hex(12)}"
+        self._ids = EventIds(self._session_id)
+        self._send_lock = anyio.Lock()
+        self._pending: deque[Output] = deque()
+        self._started = False
+        self._invalid_events = 0
+        self.max_event_chars = 4 * (3 * settings.max_frame_bytes + 2) // 3 + 4096
+        rate = settings.max_frames_per_s
+        self._events_bucket = TokenBucket(rate, max(1.0, rate), anyio.current_time())
+        self._expires_at = int(time.time() + settings.max_session_s)
+        model = serving.pool.model.description if serving.pool.model is not None else None
+        self._buffer = InputBuffer(
+            RealtimeSettings(model=model),
+            self._ids,
+            mode="online" if serving.offline_pool is None else "2pass",
+            endpoint=settings.endpoint,
+            max_turn_bytes=settings.max_segment_bytes,
+            max_frame_bytes=settings.max_frame_bytes,
+        )
+        self._transcripts = Transcripts(self._buffer)
+
+    def funasr_websocket(self) -> WebSocket:
+        """The session's side: a WebSocket already accepted, as the real one is."""
+        inner = WebSocket(self._websocket.scope, self.receive, self.send)
+        inner.client_state = WebSocketState.CONNECTED
+        inner.application_state = WebSocketState.CONNECTED
+        return inner
+
+    # -- the client's events, as FunASR frames ---------------------------------------------
+
+    async def receive(self) -> Message:
+        if not self._started:
+            self._started = True
+            await self._send_event(self._session_event("session.created"))
+            self._pending.extend(self._buffer.start())
+        while True:
+            while self._pending:
+                output = self._pending.popleft()
+                if isinstance(output, ToClient):
+                    # Found while taking audio (speech started or stopped, committed): sent
+                    # as the session takes the frames before it, so in order with them.
+                    await self._send_event(output.event)
+                elif output.text is not None:
+                    return {"type": "websocket.receive", "text": output.text}
+                else:
+                    return {"type": "websocket.receive", "bytes": output.data}
+            message = await self._websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return message
+            try:
+                self._pending.extend(await self._take(message.get("text")))
+            except RealtimeEventError as error:
+                await self._send_event(error_event(self._ids.event(), error))
+                self._metrics.realtime_errors.labels(error.code).inc()
+                self._invalid_events += 1
+                if self._invalid_events >= MAX_INVALID_EVENTS:
+                    too_many = ProtocolError(f"{MAX_INVALID_EVENTS} events were refused")
+                    return await self._close_for(too_many)
+            except GatewayError as error:  # a limit of ours: the session ends
+                return await self._close_for(error)
+
+    async def _take(self, text: str | None) -> list[Output]:
+        """One client event: what it asks of the session and the client, in order."""
+        if text is None:
+            raise RealtimeEventError(
+                "invalid_event", "binary frames are not Realtime events: send JSON text"
+            )
+        if len(text) > self.max_event_chars:
+            raise FrameTooLargeError(
+                f"an event is at most {self.max_event_chars} characters here"
+                " (ASR_MAX_FRAME_BYTES of audio, base64)"
+            )
+        event = parse_client_event(text, self._buffer.settings)
+        if not isinstance(event, AudioAppended) and not self._events_bucket.take(
+            1.0, anyio.current_time()
+        ):
+            raise ProtocolError(
+                "more events a second than ASR_MAX_FRAMES_PER_SECOND; send audio in"
+                " appends of 20 ms or more"
+            )
+        match event:
+            case AudioAppended(audio=audio):
+                return self._buffer.append(audio)
+            case BufferCommitted(event_id=event_id):
+                return self._buffer.commit(event_id)
+            case BufferCleared():
+                return self._buffer.clear()
+            case SessionUpdate(settings=settings, dialect=dialect):
+                outputs = self._buffer.update(settings, dialect)
+                name = "session.updated" if dialect == "ga" else "transcription_session.updated"
+                return [*outputs, ToClient(self._session_event(name))]
+
+    async def _close_for(self, error: GatewayError) -> Message:
+        """End the connection ourselves; the session behind sees the client gone."""
+        await refuse(self._websocket, error, self._metrics, lock=self._send_lock)
+        return {"type": "websocket.disconnect", "code": error.close_code}
+
+    # -- FunASR frames, as server events -----------------------------------------------------
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "websocket.send":
+            text = message.get("text")
+            if text is None:
+                return  # the session sends no binary frames
+            for event in self._translate(json.loads(text)):
+                await self._send_event(event)
+            return
+        async with self._send_lock:  # the close, after the session's last frame
+            await self._websocket.send(message)
+
+    def _translate(self, frame: dict[str, object]) -> list[Event]:
+        if frame.get("type") == "error":
+            code = frame.get("code")
+            kind, name = ERROR_CODES.get(code if isinstance(code, int) else 1011, ERROR_CODES[1011])
+            self._metrics.realtime_errors.labels(name).inc()
+            message = frame.get("message")
+            error = RealtimeEventError(name, str(message), type_=kind)
+            return [error_event(self._ids.event(), error)]
+        events = self._transcripts.result(frame)
+        return [{"event_id": self._ids.event(), **event} for event in events]
+
+    async def _send_event(self, event: Event) -> None:
+        if "event_id" not in event:
+            event = {"event_id": self._ids.event(), **event}
+        async with self._send_lock:
+            await self._websocket.send({"type": "websocket.send", "text": encode(event)})
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _session_event(self, name: str) -> Event:
+        session = session_object(
+            self._session_id, self._buffer.settings, self._buffer.dialect, self._expires_at
+        )
+        return {"event_id": self._ids.event(), "type": name, "session": session}
+
+
+async def refuse(
+    websocket: WebSocket,
+    error: GatewayError,
+    metrics: GatewayMetrics,
+    *,
+    code: str | None = None,
+    lock: anyio.Lock | None = None,
+) -> None:
+    """An error event, then the close with the error's code; a gone client is fine."""
+    kind, name = ERROR_CODES.get(error.close_code, ERROR_CODES[1011])
+    name = code or name
+    metrics.realtime_errors.labels(name).inc()
+    event = error_event(
+        f"event_{secrets.token_hex(6)}", RealtimeEventError(name, error.message, type_=kind)
+    )
+    with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
+        async with lock or anyio.Lock():
+            try:
+                await websocket.send_text(encode(event))
+                await websocket.close(error.close_code, close_reason(error.message))
+            except (RuntimeError, OSError, WebSocketDisconnect):
+                pass
+
+
+async def _deny(websocket: WebSocket, status: int, message: str) -> None:
+    """The handshake answered with OpenAI's error JSON (uvicorn can), else refused bare."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        kind = "invalid_request_error"
+        code = "invalid_api_key" if status == 401 else "forbidden_origin"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        await websocket.send_denial_response(JSONResponse(body, status, headers))
+    else:
+        await websocket.close(CLOSE_POLICY_VIOLATION, close_reason(message))

@@ -1,0 +1,426 @@
+"""A realtime transcription session's input audio buffer, its turns, and its transcripts:
+OpenAI's Realtime events translated to FunASR's protocol and back (sans I/O).
+
+Each turn (an OpenAI conversation item) is one FunASR utterance of the session behind
+(``gateway.session``), named by its item id (``wav_name``): a config opens it, its audio
+goes as binary frames of 16 kHz PCM, ``{"is_speaking": false}`` ends it. The next turn's
+utterance opens at once, so that a session is never without one (FunASR's config timeout
+never runs out while a client waits to speak).
+
+Audio is decoded (PCM16, G.711 u-law or A-law) and resampled to 16 kHz here, one
+resampler per turn as a FunASR utterance has one; a turn ends
+
+- at ``input_audio_buffer.commit``: the resampler's tail goes with it;
+- with ``server_vad``, where our energy endpointer (``gateway.endpointer``) hears
+  ``silence_duration_ms`` of pause after speech: the audio is cut exactly there, in 16 kHz
+  bytes, and the resampler goes on into the next turn. A stretch that reaches the
+  longest turn (``ASR_MAX_SEGMENT_SECONDS``) with no speech in it is dropped, as
+  OpenAI commits nothing without speech; one with speech is committed there.
+- at ``input_audio_buffer.clear``: its results are dropped, and so is what the resampler
+  held.
+
+The session's results come back as FunASR frames (``Transcripts``): a streaming pass's
+text (``online`` or ``2pass-online``) becomes ``...input_audio_transcription.delta``
+events; the turn's final text (``2pass-offline``, the offline model's decode of the whole
+turn, when one is set; else the streaming pass's text) its ``.completed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gateway.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.openai_api.realtime_events import (
+    Dialect,
+    Encoding,
+    EventIds,
+    RealtimeEventError,
+    RealtimeSettings,
+    user_item,
+)
+from gateway.resample import PcmResampler
+from gateway.segment import join_texts
+from shared.messages import SAMPLE_RATE
+
+BYTES_PER_SECOND = 2 * SAMPLE_RATE
+END_FRAME = json.dumps({"is_speaking": False})
+Event = dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ToSession:
+    """A FunASR frame for the session behind: text (a config, an end) or PCM."""
+
+    text: str | None = None
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToClient:
+    event: Event
+
+
+Output = ToSession | ToClient
+
+
+# -- G.711 --------------------------------------------------------------------------------
+
+
+def _ulaw_table() -> npt.NDArray[np.int16]:
+    codes = ~np.arange(256, dtype=np.int32) & 0xFF
+    exponent = (codes >> 4) & 0x07
+    magnitude = ((((codes & 0x0F) << 3) + 0x84) << exponent) - 0x84
+    return np.where(codes & 0x80, -magnitude, magnitude).astype(np.int16)
+
+
+def _alaw_table() -> npt.NDArray[np.int16]:
+    codes = np.arange(256, dtype=np.int32) ^ 0x55
+    exponent = (codes >> 4) & 0x07
+    mantissa = codes & 0x0F
+    magnitude = np.where(
+        exponent == 0,
+        (mantissa << 4) + 8,
+        ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0),
+    )
+    return np.where(codes & 0x80, magnitude, -magnitude).astype(np.int16)
+
+
+G711_TABLES: dict[Encoding, npt.NDArray[np.int16]] = {
+    "pcmu": _ulaw_table(),
+    "pcma": _alaw_table(),
+}
+
+
+class PcmDecoder:
+    """The session's format in, s16le at its rate out; a PCM16 sample split across two
+    appends is joined."""
+
+    def __init__(self, encoding: Encoding) -> None:
+        self.encoding = encoding
+        self._odd_byte = b""
+
+    def decode(self, audio: bytes) -> bytes:
+        if self.encoding != "pcm16":
+            table = G711_TABLES[self.encoding]
+            return table[np.frombuffer(audio, dtype=np.uint8)].astype("<i2").tobytes()
+        pcm = self._odd_byte + audio if self._odd_byte else audio
+        cut = len(pcm) // 2 * 2
+        self._odd_byte = pcm[cut:]
+        return pcm[:cut]
+
+    @property
+    def holds_audio(self) -> bool:
+        return bool(self._odd_byte)
+
+
+# -- turns --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ItemState:
+    """A turn's item, from its utterance's config until its completed transcript."""
+
+    bytes: int = 0  # 16 kHz bytes sent to its utterance
+    dropped: bool = False  # cleared, or silence only: its results are not sent
+    deltas: list[str] = field(default_factory=list)  # its streaming pass's texts
+    finals: list[str] = field(default_factory=list)  # its 2pass-offline texts
+
+
+@dataclass(slots=True)
+class _Turn:
+    item_id: str
+    origin: int  # the session's 16 kHz bytes before it
+    size: int = 0
+    vad_base: int = 0  # bytes of the turn before the endpointer's sentence began
+    speech_announced: bool = False
+
+
+class InputBuffer:
+    """OpenAI's input audio buffer over a FunASR session: events in, outputs out.
+
+    ``mode``: the FunASR mode of each turn's utterance (``2pass`` with an offline model,
+    else ``online``); ``max_turn_bytes``: ASR_MAX_SEGMENT_SECONDS of 16 kHz PCM;
+    ``max_frame_bytes``: the largest binary frame the session takes."""
+
+    def __init__(
+        self,
+        settings: RealtimeSettings,
+        ids: EventIds,
+        *,
+        mode: Literal["online", "2pass"],
+        endpoint: EndpointSettings,
+        max_turn_bytes: int,
+        max_frame_bytes: int,
+    ) -> None:
+        self.settings = settings
+        self.dialect: Dialect = "ga"
+        self.items: dict[str, ItemState] = {}
+        self._ids = ids
+        self._mode = mode
+        self._endpoint = endpoint
+        self._max_turn_bytes = max_turn_bytes
+        self._max_frame_bytes = max_frame_bytes
+        self._decoder = PcmDecoder(settings.encoding)
+        self._resampler = self._new_resampler()
+        self._endpointer = self._new_endpointer()
+        self._position = 0  # 16 kHz bytes of the session's audio so far
+        self._previous_item: str | None = None
+        self._turn = self._open_turn_state()
+
+    # -- events --------------------------------------------------------------------------
+
+    def start(self) -> list[Output]:
+        """The first turn's utterance."""
+        return [self._config()]
+
+    def update(self, settings: RealtimeSettings, dialect: Dialect) -> list[Output]:
+        """A new configuration from now: a new format or rate after the audio so far (which
+        the old resampler finishes), turn detection from here on, hotwords for the decodes
+        to come."""
+        old, self.settings, self.dialect = self.settings, settings, dialect
+        outputs: list[Output] = []
+        if (settings.encoding, settings.rate) != (old.encoding, old.rate):
+            if self._resampler is not None:
+                outputs += self._take(self._resampler.flush())
+            self._decoder = PcmDecoder(settings.encoding)
+            self._resampler = self._new_resampler()
+        if settings.turn_detection != old.turn_detection:
+            self._endpointer = self._new_endpointer()
+            self._turn.vad_base = self._turn.size  # it hears the turn from here
+        if settings.hotwords != old.hotwords:
+            outputs.append(ToSession(text=json.dumps({"hotwords": settings.hotwords})))
+        return outputs
+
+    def append(self, audio: bytes) -> list[Output]:
+        pcm = self._decoder.decode(audio)
+        if self._resampler is not None:
+            pcm = self._resampler.push(pcm)
+        return self._take(pcm)
+
+    def commit(self, event_id: str | None) -> list[Output]:
+        outputs: list[Output] = []
+        if self._resampler is not None:
+            outputs += self._take(self._resampler.flush())
+            self._resampler = self._new_resampler()
+        if self._turn.size == 0:
+            raise RealtimeEventError(
+                "input_audio_buffer_commit_empty",
+                "the input audio buffer is empty: append audio before committing it",
+                event_id=event_id,
+            )
+        self._endpointer = self._new_endpointer()
+        return outputs + self._end_turn(stopped=False)
+
+    def clear(self) -> list[Output]:
+        """Drop the audio not yet committed: the turn's utterance ends unheard."""
+        self.items[self._turn.item_id].dropped = True
+        self._decoder = PcmDecoder(self.settings.encoding)
+        self._resampler = self._new_resampler()
+        self._endpointer = self._new_endpointer()
+        self._position += self._turn.size
+        outputs: list[Output] = [ToSession(text=END_FRAME)]
+        outputs.append(ToClient({"type": "input_audio_buffer.cleared"}))
+        self._turn = self._open_turn_state()
+        outputs.append(self._config())
+        return outputs
+
+    # -- audio into turns ----------------------------------------------------------------
+
+    def _take(self, pcm: bytes) -> list[Output]:
+        """16 kHz PCM to the turn, cut where the endpointer hears a turn end."""
+        if not pcm:
+            return []
+        if self._endpointer is None:
+            return self._send(pcm)
+        outputs: list[Output] = []
+        start = 0
+        for end in self._endpointer.push(pcm):
+            take = self._turn.vad_base + end.offset - self._turn.size
+            outputs += self._send(pcm[start : start + take])
+            start += take
+            if end.speech_start is None:  # silence to the longest turn: nothing to commit
+                outputs += self._drop_silent_turn()
+                continue
+            outputs += self._announce_speech(end.speech_start)
+            outputs += self._end_turn(stopped=True)
+        outputs += self._send(pcm[start:])
+        if self._endpointer.speech_start is not None:
+            outputs += self._announce_speech(self._endpointer.speech_start)
+        return outputs
+
+    def _send(self, pcm: bytes) -> list[Output]:
+        if not pcm:
+            return []
+        self._turn.size += len(pcm)
+        self.items[self._turn.item_id].bytes += len(pcm)
+        step = self._max_frame_bytes // 2 * 2
+        return [ToSession(data=pcm[at : at + step]) for at in range(0, len(pcm), step)]
+
+    def _announce_speech(self, speech_start: int) -> list[Output]:
+        turn = self._turn
+        if turn.speech_announced:
+            return []
+        turn.speech_announced = True
+        padding = self._padding_bytes()
+        start = turn.origin + max(0, turn.vad_base + speech_start - padding)
+        return [
+            ToClient(
+                {
+                    "type": "input_audio_buffer.speech_started",
+                    "audio_start_ms": _ms(start),
+                    "item_id": turn.item_id,
+                }
+            )
+        ]
+
+    def _end_turn(self, *, stopped: bool) -> list[Output]:
+        """The turn's utterance ends: the buffer is committed as its item."""
+        turn = self._turn
+        outputs: list[Output] = [ToSession(text=END_FRAME)]
+        if stopped:
+            outputs.append(
+                ToClient(
+                    {
+                        "type": "input_audio_buffer.speech_stopped",
+                        "audio_end_ms": _ms(turn.origin + turn.size),
+                        "item_id": turn.item_id,
+                    }
+                )
+            )
+        outputs.append(
+            ToClient(
+                {
+                    "type": "input_audio_buffer.committed",
+                    "previous_item_id": self._previous_item,
+                    "item_id": turn.item_id,
+                }
+            )
+        )
+        added = "conversation.item.added" if self.dialect == "ga" else "conversation.item.created"
+        outputs.append(
+            ToClient(
+                {
+                    "type": added,
+                    "previous_item_id": self._previous_item,
+                    "item": user_item(turn.item_id, None),
+                }
+            )
+        )
+        self._previous_item = turn.item_id
+        self._position += turn.size
+        self._turn = self._open_turn_state()
+        outputs.append(self._config())
+        return outputs
+
+    def _drop_silent_turn(self) -> list[Output]:
+        self.items[self._turn.item_id].dropped = True
+        self._position += self._turn.size
+        self._turn = self._open_turn_state()
+        return [ToSession(text=END_FRAME), self._config()]
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _open_turn_state(self) -> _Turn:
+        turn = _Turn(self._ids.item(), self._position)
+        self.items[turn.item_id] = ItemState()
+        return turn
+
+    def _config(self) -> ToSession:
+        config: dict[str, object] = {
+            "mode": self._mode,
+            "wav_name": self._turn.item_id,
+            "audio_fs": SAMPLE_RATE,  # resampled here
+            "chunk_size": [5, 10, 5],  # FunASR's clients' 600 ms chunks
+            "chunk_interval": 10,
+            "hotwords": self.settings.hotwords,
+            "is_speaking": True,
+        }
+        return ToSession(text=json.dumps(config, ensure_ascii=False))
+
+    def _new_resampler(self) -> PcmResampler | None:
+        rate = self.settings.rate
+        return None if rate == SAMPLE_RATE else PcmResampler(rate)
+
+    def _new_endpointer(self) -> EnergyEndpointer | None:
+        detection = self.settings.turn_detection
+        if detection is None:
+            return None
+        endpoint = EndpointSettings(
+            silence_ms=detection.silence_duration_ms,
+            min_speech_ms=self._endpoint.min_speech_ms,
+            energy_dbfs=detection.energy_dbfs(self._endpoint.energy_dbfs),
+            preroll_ms=self._endpoint.preroll_ms,
+        )
+        return EnergyEndpointer(endpoint, self._max_turn_bytes)
+
+    def _padding_bytes(self) -> int:
+        detection = self.settings.turn_detection
+        padding_ms = detection.prefix_padding_ms if detection is not None else 0
+        return padding_ms * BYTES_PER_SECOND // 1000 // 2 * 2
+
+
+def _ms(position: int) -> int:
+    return position * 1000 // BYTES_PER_SECOND
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+class Transcripts:
+    """The session's FunASR result frames in, OpenAI's transcription events out."""
+
+    def __init__(self, buffer: InputBuffer) -> None:
+        self._buffer = buffer
+
+    def result(self, frame: dict[str, object]) -> list[Event]:
+        item_id = frame.get("wav_name")
+        state = self._buffer.items.get(item_id) if isinstance(item_id, str) else None
+        if state is None or not isinstance(item_id, str) or frame.get("is_end"):
+            return []
+        text = frame.get("text")
+        text = text if isinstance(text, str) else ""
+        final = frame.get("is_final") is True
+        events: list[Event] = []
+        if not state.dropped:
+            if frame.get("mode") == "2pass-offline":
+                state.finals.append(text)
+            elif text:
+                state.deltas.append(text)
+                events.append(self._delta(item_id, text))
+        if not final:
+            return events
+        del self._buffer.items[item_id]
+        if state.dropped:
+            return events
+        if frame.get("mode") == "2pass-offline":
+            transcript = join_texts(state.finals)
+        else:
+            transcript = "".join(state.deltas)
+        events.append(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "usage": {"type": "duration", "seconds": round(state.bytes / BYTES_PER_SECOND, 3)},
+            }
+        )
+        if self._buffer.dialect == "ga":
+            events.append(
+                {"type": "conversation.item.done", "item": user_item(item_id, transcript)}
+            )
+        return events
+
+    @staticmethod
+    def _delta(item_id: str, text: str) -> Event:
+        return {
+            "type": "conversation.item.input_audio_transcription.delta",
+            "item_id": item_id,
+            "content_index": 0,
+            "delta": text,
+        }
