@@ -3,9 +3,8 @@ OpenAI's Realtime events translated to FunASR's protocol and back (sans I/O).
 
 Each turn (an OpenAI conversation item) is one FunASR utterance of the session behind
 (``gateway.session``), named by its item id (``wav_name``): a config opens it, its audio
-goes as binary frames of 16 kHz PCM, ``{"is_speaking": false}`` ends it. The next turn's
-utterance opens at once, so that a session is never without one (FunASR's config timeout
-never runs out while a client waits to speak).
+goes as binary frames of 16 kHz PCM, ``{"is_speaking": false}`` ends it. The first turn's
+utterance opens at once, the next ones with their first audio.
 
 Audio is decoded (PCM16, G.711 u-law or A-law) and resampled to 16 kHz here, one
 resampler per turn as a FunASR utterance has one; a turn ends
@@ -138,6 +137,7 @@ class _Turn:
     size: int = 0
     vad_base: int = 0  # bytes of the turn before the endpointer's sentence began
     speech_announced: bool = False
+    opened: bool = False  # its utterance's config has gone to the session
 
 
 class InputBuffer:
@@ -175,8 +175,10 @@ class InputBuffer:
     # -- events --------------------------------------------------------------------------
 
     def start(self) -> list[Output]:
-        """The first turn's utterance."""
-        return [self._config()]
+        """The first turn's utterance, at once: the session's ASR_CONFIG_TIMEOUT never runs
+        out on a client that waits to speak (then ASR_FIRST_AUDIO_TIMEOUT applies); later
+        turns open with their first audio (between them, ASR_IDLE_TIMEOUT)."""
+        return self._open()
 
     def update(self, settings: RealtimeSettings, dialect: Dialect) -> list[Output]:
         """A new configuration from now: a new format or rate after the audio so far (which
@@ -192,7 +194,7 @@ class InputBuffer:
         if settings.turn_detection != old.turn_detection:
             self._endpointer = self._new_endpointer()
             self._turn.vad_base = self._turn.size  # it hears the turn from here
-        if settings.hotwords != old.hotwords:
+        if settings.hotwords != old.hotwords and self._turn.opened:
             outputs.append(ToSession(text=json.dumps({"hotwords": settings.hotwords})))
         return outputs
 
@@ -218,15 +220,16 @@ class InputBuffer:
 
     def clear(self) -> list[Output]:
         """Drop the audio not yet committed: the turn's utterance ends unheard."""
-        self.items[self._turn.item_id].dropped = True
         self._decoder = PcmDecoder(self.settings.encoding)
         self._resampler = self._new_resampler()
         self._endpointer = self._new_endpointer()
-        self._position += self._turn.size
-        outputs: list[Output] = [ToSession(text=END_FRAME)]
+        outputs: list[Output] = []
+        if self._turn.opened:
+            self.items[self._turn.item_id].dropped = True
+            self._position += self._turn.size
+            outputs.append(ToSession(text=END_FRAME))
+            self._turn = self._open_turn_state()
         outputs.append(ToClient({"type": "input_audio_buffer.cleared"}))
-        self._turn = self._open_turn_state()
-        outputs.append(self._config())
         return outputs
 
     # -- audio into turns ----------------------------------------------------------------
@@ -256,10 +259,11 @@ class InputBuffer:
     def _send(self, pcm: bytes) -> list[Output]:
         if not pcm:
             return []
+        outputs = [] if self._turn.opened else self._open()
         self._turn.size += len(pcm)
         self.items[self._turn.item_id].bytes += len(pcm)
         step = self._max_frame_bytes // 2 * 2
-        return [ToSession(data=pcm[at : at + step]) for at in range(0, len(pcm), step)]
+        return outputs + [ToSession(data=pcm[at : at + step]) for at in range(0, len(pcm), step)]
 
     def _announce_speech(self, speech_start: int) -> list[Output]:
         turn = self._turn
@@ -314,14 +318,13 @@ class InputBuffer:
         self._previous_item = turn.item_id
         self._position += turn.size
         self._turn = self._open_turn_state()
-        outputs.append(self._config())
         return outputs
 
     def _drop_silent_turn(self) -> list[Output]:
         self.items[self._turn.item_id].dropped = True
         self._position += self._turn.size
         self._turn = self._open_turn_state()
-        return [ToSession(text=END_FRAME), self._config()]
+        return [ToSession(text=END_FRAME)]
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -330,7 +333,9 @@ class InputBuffer:
         self.items[turn.item_id] = ItemState()
         return turn
 
-    def _config(self) -> ToSession:
+    def _open(self) -> list[Output]:
+        """The turn's utterance: its config."""
+        self._turn.opened = True
         config: dict[str, object] = {
             "mode": self._mode,
             "wav_name": self._turn.item_id,
@@ -340,7 +345,7 @@ class InputBuffer:
             "hotwords": self.settings.hotwords,
             "is_speaking": True,
         }
-        return ToSession(text=json.dumps(config, ensure_ascii=False))
+        return [ToSession(text=json.dumps(config, ensure_ascii=False))]
 
     def _new_resampler(self) -> PcmResampler | None:
         rate = self.settings.rate

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,15 +74,18 @@ def pool_audio(wav: bytes) -> bytes:
     if rate != 16000:
         samples = soxr.resample(samples, rate, 16000, quality="HQ")
     scaled = np.rint(np.clip(samples * 32768.0, -32768, 32767))
-    return scaled.astype("<i2").tobytes()
+    return bytes(scaled.astype("<i2").tobytes())
 
 
 def wav_payload(wav: bytes) -> bytes:
     """The WAV file's data chunk: what a client streams."""
-    with soundfile.SoundFile(io.BytesIO(wav)) as sound:
-        frames = sound.frames
-        width = {"PCM_16": 2, "ULAW": 1, "ALAW": 1}[sound.subtype]
-    return wav[len(wav) - frames * width :]
+    at = 12
+    while at < len(wav):
+        size = int.from_bytes(wav[at + 4 : at + 8], "little")
+        if wav[at : at + 4] == b"data":
+            return wav[at + 8 : at + 8 + size]
+        at += 8 + size + size % 2
+    raise AssertionError("no data chunk")
 
 
 def append_all(conn: RealtimeConnection, payload: bytes, piece: int) -> None:
@@ -178,9 +180,7 @@ def test_server_vad_commits_each_turn_where_the_pause_is(checksums: Server) -> N
             session={
                 "type": "transcription",
                 "audio": {
-                    "input": {
-                        "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}
-                    }
+                    "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}
                 },
             }
         )
@@ -310,9 +310,8 @@ def test_clear_drops_the_buffer_and_its_results(checksums: Server) -> None:
 def test_a_wrong_key_is_refused_in_the_handshake(checksums: Server) -> None:
     from websockets.exceptions import InvalidStatus
 
-    with pytest.raises(InvalidStatus) as refused:
-        with connect(checksums, key="wrong"):
-            pass
+    with pytest.raises(InvalidStatus) as refused, connect(checksums, key="wrong"):
+        pass
     assert refused.value.response.status_code == 401
 
 
@@ -329,4 +328,5 @@ def test_a_full_server_answers_server_busy_then_1013(checksums: Server) -> None:
             assert error.error.code == "server_busy"
             with pytest.raises(ConnectionClosed) as closed:
                 third.recv()
-            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == 1013
