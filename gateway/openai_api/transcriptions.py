@@ -1,19 +1,388 @@
-"""Placeholder until the file endpoint lands (being written now)."""
+"""``POST /v1/audio/transcriptions`` and ``GET /v1/models``: OpenAI's file transcription,
+so that ``OpenAI(base_url="http://HOST:PORT/v1", api_key=KEY)`` works unchanged.
+
+The request is ``/v1/transcribe``'s upload with OpenAI's fields, read, checked, limited,
+decoded and counted by the same code (``gateway.transcribe_endpoint.serve_transcription``,
+``gateway.transcribe``): the same caps and refusals, each as OpenAI's JSON error
+(``gateway.openai_api.errors``), in ``asr_transcriptions_total`` and
+``asr_transcription_refusals_total`` like ``/v1/transcribe``'s. The answer is one of
+OpenAI's formats (``gateway.openai_api.formats``). The fields:
+
+=========================== ========================================================================
+field                       here
+=========================== ========================================================================
+``file``                    WAV only, as ``/v1/transcribe`` (415 for anything else)
+``model``                   required. Every id ``GET /v1/models`` lists, and OpenAI's own names
+                            (``OPENAI_MODELS``: ``whisper-1``, ``gpt-4o-transcribe``, ...), are
+                            decoded by the gateway's whole-file decoder (the offline pool when
+                            ASR_OFFLINE_MODEL is set, else the streaming pool's model), so code
+                            written for OpenAI runs unchanged; any other name is a 404
+                            ``model_not_found``: a typo is told, not silently served
+``response_format``         ``json`` (default), ``text``, ``srt``, ``vtt``, ``verbose_json``;
+                            ``diarized_json`` (or any other) is a 400: no speakers are told apart
+``timestamp_granularities`` ``segment`` and/or ``word``, for ``verbose_json`` (ignored otherwise,
+                            as OpenAI documents them). ``word`` gives ``words`` from the model's
+                            token times; a model without them (the checksum engine, a plain
+                            Paraformer) gives an empty list rather than a 400: a client that
+                            always asks for both still gets its segments, and an empty list says
+                            truthfully that there are no word times
+``prompt``, ``keywords[]``  hotwords, parsed as ``/v1/transcribe``'s ``hotwords`` (words, or a
+                            JSON object of weights); they bias a model that takes hotwords
+                            (SeACo-Paraformer) and are ignored by any other, as a Whisper prompt
+                            would be by a model that has none. Past the hotword limits: a 400
+``language``                accepted and returned in ``verbose_json``; it does not change the
+                            decode (a FunASR model knows its languages)
+``temperature``             accepted (a number, 0 to 1) and unused: nothing is sampled
+``include[]``               ``logprobs`` accepted and ignored: no scores come from the workers
+``chunking_strategy``       accepted, its value unused: long audio is always cut at pauses into
+                            segments of at most ASR_MAX_SEGMENT_SECONDS (FSMN-VAD's speech
+                            regions with ASR_VAD_MODEL, else the audio's energy), as ``auto``
+                            would; ``server_vad``'s parameters are not taken
+``stream``                  ``true``: server-sent events, whatever ``response_format`` says
+                            (below)
+=========================== ========================================================================
+
+``stream=true``: ``text/event-stream`` of ``data:`` lines, each one JSON event: a
+``transcript.text.delta`` per segment with text, sent once that segment and every one before
+it are decoded (in order: the segments are decoded at once, they may finish in any order),
+then ``transcript.text.done`` with the whole text and ``usage``; the deltas joined are the done
+text. The stream then ends with the response: no ``data: [DONE]``, which the SDK does not
+need (its ``Stream`` ends with the body) and a client reading each ``data`` as JSON would
+trip on. A failure once the stream has begun (the status was 200) is an event
+``{"type": "error", "error": {...}}``, which the SDK's ``Stream`` raises as an ``APIError``
+with its ``code``; it is counted in ``asr_transcription_refusals_total`` only (the status
+counted is the 200 sent). The request's concurrency place is held until the stream ends.
+"""
 
 from __future__ import annotations
 
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+from anyio.streams.memory import MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
+from gateway.access import check_handshake
+from gateway.long_audio import DecodedSegment, decode_segments, file_segments, join_segments
 from gateway.metrics import GatewayMetrics
+from gateway.openai_api.errors import error_event, error_response
+from gateway.openai_api.formats import (
+    GRANULARITIES,
+    RESPONSE_FORMATS,
+    FileTranscript,
+    Granularity,
+    ResponseFormat,
+    TimedSegment,
+    delta_event,
+    done_event,
+    render,
+    sse,
+)
+from gateway.segment import Segment
 from gateway.serving import Serving
+from gateway.transcribe import (
+    TranscribeError,
+    duration_s,
+    parse_hotwords_field,
+    read_upload,
+    refusal_for,
+)
+from gateway.transcribe_endpoint import HeldResponse, decode_upload, serve_transcription
+from gateway.upload import Form
+from shared.errors import GatewayError
+from shared.messages import StreamOptions
+from workers.pool import WorkerPool
+
+logger = logging.getLogger(__name__)
+
+FIELDS = frozenset(
+    {
+        "model",
+        "language",
+        "prompt",
+        "keywords[]",
+        "response_format",
+        "timestamp_granularities[]",
+        "temperature",
+        "stream",
+        "include[]",
+    }
+)
+# The SDK sends a part per field and per list item (chunking_strategy's object as four
+# ``chunking_strategy[...]`` parts, every keyword): more than /v1/transcribe's form has.
+MAX_PARTS = 64
+OPENAI_MODELS = frozenset(
+    {
+        "whisper-1",
+        "gpt-4o-transcribe",
+        "gpt-4o-mini-transcribe",
+        "gpt-4o-mini-transcribe-2025-03-20",
+        "gpt-4o-mini-transcribe-2025-12-15",
+        "gpt-4o-transcribe-diarize",
+        "gpt-transcribe",
+    }
+)
+INCLUDES = frozenset({"logprobs"})
+OWNED_BY = "funasr"
+STARTED = int(time.time())  # the models' ``created``: when this gateway loaded
+STREAM_BUFFER = 4  # events between the decodes and the socket: the socket sets the pace
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionRequest:
+    """What an OpenAI transcription request asks, checked (``parse_request``)."""
+
+    model: str
+    response_format: ResponseFormat = "json"
+    granularities: tuple[Granularity, ...] = ("segment",)
+    language: str = ""
+    hotwords: tuple[str, ...] = ()
+    stream: bool = False
+
+
+def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
+    """The request's fields, or a 400 (a 404 for a model neither ``served`` nor OpenAI's)
+    naming the one at fault."""
+    model = (form.text("model") or "").strip()
+    if not model:
+        raise TranscribeError(400, "bad_model", "'model' is required: see GET /v1/models")
+    if model not in served and model not in OPENAI_MODELS:
+        raise TranscribeError(
+            404,
+            "model_not_found",
+            f"the model {model!r} is not served here; GET /v1/models lists those that are"
+            f" (OpenAI's names are taken too: {', '.join(sorted(OPENAI_MODELS))})",
+        )
+    response_format = form.text("response_format") or "json"
+    if response_format not in RESPONSE_FORMATS:
+        raise TranscribeError(
+            400,
+            "bad_response_format",
+            f"response_format {response_format!r} is not supported here; use one of"
+            f" {', '.join(RESPONSE_FORMATS)}",
+        )
+    granularities = form.values("timestamp_granularities[]") or ("segment",)
+    unknown = [value for value in granularities if value not in GRANULARITIES]
+    if unknown:
+        raise TranscribeError(
+            400,
+            "bad_timestamp_granularities",
+            f"timestamp_granularities {unknown[0]!r} is not one of {', '.join(GRANULARITIES)}",
+        )
+    _check_temperature(form.text("temperature"))
+    unknown = [value for value in form.values("include[]") if value not in INCLUDES]
+    if unknown:
+        raise TranscribeError(
+            400, "bad_include", f"include {unknown[0]!r} is not one of {', '.join(INCLUDES)}"
+        )
+    return TranscriptionRequest(
+        model=model,
+        response_format=response_format,
+        granularities=tuple(g for g in GRANULARITIES if g in granularities),
+        language=(form.text("language") or "").strip(),
+        hotwords=_hotwords(form),
+        stream=_stream(form.text("stream")),
+    )
+
+
+def _check_temperature(value: str | None) -> None:
+    if value is None or not value.strip():
+        return
+    try:
+        temperature = float(value)
+    except ValueError:
+        temperature = math.nan
+    if not 0.0 <= temperature <= 1.0:  # NaN too
+        raise TranscribeError(
+            400, "bad_temperature", f"temperature {value!r} is not a number from 0 to 1"
+        )
+
+
+def _stream(value: str | None) -> bool:
+    text = (value or "false").strip().lower()
+    if text not in ("true", "false"):
+        raise TranscribeError(400, "bad_stream", f"stream {value!r} is not true or false")
+    return text == "true"
+
+
+def _hotwords(form: Form) -> tuple[str, ...]:
+    prompt = parse_hotwords_field(form.text("prompt"), "prompt")
+    keywords = form.values("keywords[]")
+    if not keywords:
+        return prompt
+    words = parse_hotwords_field(" ".join(keywords), "keywords")
+    if not prompt:
+        return words
+    # Both: their words together, within the same limits.
+    return parse_hotwords_field(" ".join(prompt + words), "prompt")
+
+
+# -- the models ---------------------------------------------------------------------------
+
+
+def model_id(pool: WorkerPool) -> str:
+    """A pool's model as a model id: its ``ASR_*MODEL`` value; a directory by its name
+    only, so that no server path is shown."""
+    name = pool.settings.model
+    if name.startswith(("/", ".", "~")):
+        return PurePath(name.rstrip("/")).name or name
+    return name
+
+
+def model_ids(serving: Serving) -> list[str]:
+    """The whole-file decoder's model first, then the streaming pool's (Realtime's)."""
+    pools = [serving.whole_utterance_pool, serving.pool]
+    return list(dict.fromkeys(model_id(pool) for pool in pools))
+
+
+async def list_models(serving: Serving | None, request: Request) -> Response:
+    """``GET /v1/models``: OpenAI's list shape; the key is needed as for a transcription."""
+    if serving is None:
+        return error_response(TranscribeError(503, "unavailable", "the server is not serving"))
+    refusal = check_handshake(
+        serving.settings.access, request.headers, request.scope["query_string"]
+    )
+    if refusal is not None:
+        reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+        return error_response(TranscribeError(refusal.status, reason, refusal.message))
+    data = [
+        {"id": name, "object": "model", "created": STARTED, "owned_by": OWNED_BY}
+        for name in model_ids(serving)
+    ]
+    return JSONResponse({"object": "list", "data": data})
+
+
+# -- the transcription ----------------------------------------------------------------------
 
 
 async def create_transcription(
     serving: Serving | None, request: Request, metrics: GatewayMetrics
 ) -> Response:
-    return JSONResponse({"error": {"message": "not yet", "type": "server_error"}}, 501)
+    """A whole file in OpenAI's shape; every refusal a counted OpenAI error."""
+
+    async def run(serving: Serving, request: Request) -> Response:
+        return await _transcribe(serving, request, metrics)
+
+    return await serve_transcription(serving, request, metrics, run=run, refuse=error_response)
 
 
-async def list_models(serving: Serving | None, request: Request) -> Response:
-    return JSONResponse({"object": "list", "data": []})
+async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetrics) -> Response:
+    settings = serving.settings
+    form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS)
+    asked = parse_request(form, model_ids(serving))
+    assert form.file is not None, "read_upload refuses a form without one"
+    samples = await decode_upload(serving, form.file)
+    try:
+        segments = await file_segments(
+            samples,
+            max_segment_bytes=settings.max_segment_bytes,
+            vad_pool=serving.vad_pool,
+            energy_threshold=settings.endpoint.threshold,
+        )
+    except GatewayError as error:
+        raise refusal_for(error) from None
+    decode = _Decode(serving.whole_utterance_pool, samples, segments, asked)
+    if asked.stream:
+        return EventStream(lambda send: decode.stream(send, metrics))
+    try:
+        pieces = await decode.all()
+    except GatewayError as error:
+        raise refusal_for(error) from None
+    transcript = file_transcript(pieces, duration_s(samples), asked.language)
+    rendered = render(transcript, asked.response_format, asked.granularities)
+    return Response(rendered.body, media_type=rendered.media_type)
+
+
+def file_transcript(pieces: list[DecodedSegment], duration: float, language: str) -> FileTranscript:
+    segments = tuple(
+        TimedSegment(
+            piece.start_ms, piece.end_ms, piece.transcript.text, piece.transcript.timestamps
+        )
+        for piece in pieces
+    )
+    return FileTranscript(join_segments(pieces).text, duration, language, segments)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decode:
+    pool: WorkerPool
+    samples: npt.NDArray[np.int16]
+    segments: list[Segment]
+    asked: TranscriptionRequest
+
+    @property
+    def options(self) -> StreamOptions:
+        return StreamOptions(hotwords=self.asked.hotwords)
+
+    async def all(self) -> list[DecodedSegment]:
+        async with decode_segments(self.pool, self.samples, self.segments, self.options) as d:
+            return [piece async for piece in d]
+
+    async def stream(self, send: MemoryObjectSendStream[bytes], metrics: GatewayMetrics) -> None:
+        """The events of ``stream=true`` into ``send``; a failure as an ``error`` event."""
+        texts: list[str] = []
+        try:
+            async with decode_segments(
+                self.pool, self.samples, self.segments, self.options
+            ) as decodes:
+                async for piece in decodes:
+                    text = piece.transcript.text
+                    if text:
+                        await send.send(sse(delta_event(" " + text if texts else text)))
+                        texts.append(text)
+        except GatewayError as failure:
+            await _send_error(send, refusal_for(failure), metrics)
+            return
+        except Exception as exc:  # a bug: one log line, and the client is told
+            logger.error("POST /v1/audio/transcriptions stream failed: %r", exc)
+            error = TranscribeError(500, "internal", "the server failed; see its log")
+            await _send_error(send, error, metrics)
+            return
+        await send.send(sse(done_event(" ".join(texts), duration_s(self.samples))))
+
+
+async def _send_error(
+    send: MemoryObjectSendStream[bytes], error: TranscribeError, metrics: GatewayMetrics
+) -> None:
+    metrics.transcription_refusals.labels(error.reason).inc()
+    await send.send(sse(error_event(error)))
+
+
+Produce = Callable[[MemoryObjectSendStream[bytes]], Awaitable[None]]
+
+
+class EventStream(HeldResponse):
+    """``text/event-stream`` whose events ``produce`` sends while the response runs, in a
+    task of the response's own (not an async generator: the decodes' task group must not
+    be suspended across a ``yield``); a client gone cancels it."""
+
+    def __init__(self, produce: Produce) -> None:
+        self._send, receive = anyio.create_memory_object_stream[bytes](STREAM_BUFFER)
+        self._produce = produce
+        super().__init__(
+            receive,
+            media_type="text/event-stream",
+            # No proxy may hold the events back (nginx buffers unless told not to).
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._run)
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _run(self) -> None:
+        async with self._send:
+            await self._produce(self._send)
