@@ -53,6 +53,20 @@ class HeldResponse(StreamingResponse):
                 self.place.release()
 
 
+def check_access(serving: Serving | None, request: Request) -> Serving:
+    """The serving app, unless it is not (503) or the request may not use it: no key or a
+    wrong one (401), a foreign ``Origin`` (403); as for a WebSocket handshake."""
+    if serving is None or serving.admission.draining.is_set():
+        raise TranscribeError(503, "unavailable", "the server is not serving; try again later")
+    refusal = check_handshake(
+        serving.settings.access, request.headers, request.scope["query_string"]
+    )
+    if refusal is not None:
+        reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+        raise TranscribeError(refusal.status, reason, refusal.message)
+    return serving
+
+
 async def serve_transcription(
     serving: Serving | None,
     request: Request,
@@ -64,14 +78,7 @@ async def serve_transcription(
     """``run``'s answer, counted; every refusal counted and answered by ``refuse``."""
     error: TranscribeError
     try:
-        if serving is None or serving.admission.draining.is_set():
-            raise TranscribeError(503, "unavailable", "the server is not serving; try again later")
-        refusal = check_handshake(
-            serving.settings.access, request.headers, request.scope["query_string"]
-        )
-        if refusal is not None:
-            reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-            raise TranscribeError(refusal.status, reason, refusal.message)
+        serving = check_access(serving, request)
         serving.transcriptions.take()
         place = Place(serving.transcriptions.give)
         try:

@@ -71,7 +71,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.access import check_handshake
 from gateway.long_audio import DecodedSegment, decode_segments, file_segments, join_segments
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import error_event, error_response
@@ -96,7 +95,12 @@ from gateway.transcribe import (
     read_upload,
     refusal_for,
 )
-from gateway.transcribe_endpoint import HeldResponse, decode_upload, serve_transcription
+from gateway.transcribe_endpoint import (
+    HeldResponse,
+    check_access,
+    decode_upload,
+    serve_transcription,
+)
 from gateway.upload import Form
 from shared.errors import GatewayError
 from shared.messages import StreamOptions
@@ -246,14 +250,10 @@ def model_ids(serving: Serving) -> list[str]:
 
 async def list_models(serving: Serving | None, request: Request) -> Response:
     """``GET /v1/models``: OpenAI's list shape; the key is needed as for a transcription."""
-    if serving is None:
-        return error_response(TranscribeError(503, "unavailable", "the server is not serving"))
-    refusal = check_handshake(
-        serving.settings.access, request.headers, request.scope["query_string"]
-    )
-    if refusal is not None:
-        reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-        return error_response(TranscribeError(refusal.status, reason, refusal.message))
+    try:
+        serving = check_access(serving, request)
+    except TranscribeError as refused:
+        return error_response(refused)
     data = [
         {"id": name, "object": "model", "created": STARTED, "owned_by": OWNED_BY}
         for name in model_ids(serving)
