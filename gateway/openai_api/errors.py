@@ -55,7 +55,6 @@ PARAMS = {
     "bad_temperature": "temperature",
     "bad_stream": "stream",
     "bad_include": "include",
-    "bad_chunking_strategy": "chunking_strategy",
 }
 NO_RETRY = frozenset({"internal"})
 

@@ -71,7 +71,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.long_audio import DecodedSegment, decode_segments, file_segments, join_segments
+from gateway.long_audio import (
+    DecodedSegment,
+    decode_segments,
+    file_segments,
+    join_segments,
+    transcribe_segments,
+)
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import error_event, error_response
 from gateway.openai_api.formats import (
@@ -324,8 +330,7 @@ class _Decode:
         return StreamOptions(hotwords=self.asked.hotwords)
 
     async def all(self) -> list[DecodedSegment]:
-        async with decode_segments(self.pool, self.samples, self.segments, self.options) as d:
-            return [piece async for piece in d]
+        return await transcribe_segments(self.pool, self.samples, self.segments, self.options)
 
     async def stream(self, send: MemoryObjectSendStream[bytes], metrics: GatewayMetrics) -> None:
         """The events of ``stream=true`` into ``send``; a failure as an ``error`` event."""

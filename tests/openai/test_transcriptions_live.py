@@ -14,6 +14,7 @@ import itertools
 import re
 import select
 import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -215,6 +216,26 @@ def test_a_short_stream_is_one_delta(client: openai.OpenAI) -> None:
         ("transcript.text.delta", checksum(pcm(SHORT))),
         ("transcript.text.done", checksum(pcm(SHORT))),
     ]
+
+
+def test_a_stream_left_early_gives_its_place_back(client: openai.OpenAI) -> None:
+    # ASR_TRANSCRIBE_CONCURRENCY=1: the next request gets the place once the server has
+    # seen the client go (at once on loopback; a bounded wait for it, not a sleep).
+    stream = client.audio.transcriptions.create(
+        file=("a.wav", wav(LONG)), model="whisper-1", stream=True
+    )
+    assert next(iter(stream)).type == "transcript.text.delta"
+    stream.close()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            result = client.audio.transcriptions.create(
+                file=("a.wav", wav(SHORT)), model="whisper-1"
+            )
+            break
+        except openai.RateLimitError:
+            assert time.monotonic() < deadline, "the stream's place was never given back"
+    assert result.text == checksum(pcm(SHORT))
 
 
 def test_the_models_listed_are_served(client: openai.OpenAI) -> None:
