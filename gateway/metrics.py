@@ -154,13 +154,13 @@ class GatewayMetrics:
         )
         self.transcriptions = Counter(
             "asr_transcriptions",
-            "POST /v1/transcribe requests, by HTTP status",
+            "File transcriptions (POST /v1/transcribe, /v1/audio/transcriptions), by HTTP status",
             ["status"],
             registry=registry,
         )
         self.transcription_refusals = Counter(
             "asr_transcription_refusals",
-            "POST /v1/transcribe requests refused, by reason: too_large, too_long, bad_rate,"
+            "File transcriptions refused, by reason: too_large, too_long, bad_rate,"
             " not_wav, fetch_failed, fetch_timeout, private_address, ... (gateway.transcribe)",
             ["reason"],
             registry=registry,

@@ -144,6 +144,8 @@ class RealtimeDialect:
             max_frame_bytes=settings.max_frame_bytes,
         )
         self._transcripts = Transcripts(self._buffer)
+        self._last_frame: str | None = None
+        self._unsent_events: deque[Event] = deque()
 
     def funasr_websocket(self) -> WebSocket:
         """The session's side: a WebSocket already accepted, as the real one is."""
@@ -228,8 +230,15 @@ class RealtimeDialect:
             text = message.get("text")
             if text is None:
                 return  # the session sends no binary frames
-            for event in self._translate(json.loads(text)):
-                await self._send_event(event)
+            # A frame whose send was cancelled is sent again at the close (the session's
+            # pending frames): what of its events had not gone out goes then, though
+            # Transcripts has moved on (a completed item is forgotten).
+            if self._last_frame != text:
+                self._last_frame = text
+                self._unsent_events = deque(self._translate(json.loads(text)))
+            while self._unsent_events:
+                await self._send_event(self._unsent_events[0])
+                self._unsent_events.popleft()
             return
         async with self._send_lock:  # the close, after the session's last frame
             await self._websocket.send(message)
