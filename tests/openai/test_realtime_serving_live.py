@@ -18,7 +18,7 @@ import soundfile
 from websockets.exceptions import ConnectionClosed
 
 from tests.gateway.uvicorn_server import Server, serve, serve_blocking
-from tests.openai.test_realtime_live import COMPLETED, events_until, noise, pool_audio, wav_file
+from tests.openai.realtime_audio import COMPLETED, events_until, noise, pool_audio, wav_file
 
 pytestmark = pytest.mark.slow
 
