@@ -36,13 +36,8 @@ async def serve_websocket(
     serving: Serving | None, websocket: WebSocket, metrics: GatewayMetrics
 ) -> None:
     if serving is not None:
-        # Keys and origin first: a refused handshake costs no session, no worker stream.
-        refusal = check_handshake(
-            serving.settings.access, websocket.headers, websocket.scope["query_string"]
-        )
+        refusal = refused_handshake(serving, websocket, metrics)
         if refusal is not None:
-            reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-            metrics.sessions_refused.labels(reason).inc()
             await _deny(websocket, refusal)
             return
     offered = websocket.scope.get("subprotocols") or []
@@ -127,6 +122,20 @@ async def _resume_session(
     await attachment.released.wait()
     if attachment.refusal is not None:
         await close_with_error(websocket, attachment.refusal)
+
+
+def refused_handshake(
+    serving: Serving, websocket: WebSocket, metrics: GatewayMetrics
+) -> Refusal | None:
+    """Keys and origin, checked first: a refused handshake costs no session, no worker
+    stream. A refusal is counted; the caller answers it in its dialect."""
+    refusal = check_handshake(
+        serving.settings.access, websocket.headers, websocket.scope["query_string"]
+    )
+    if refusal is not None:
+        reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+        metrics.sessions_refused.labels(reason).inc()
+    return refusal
 
 
 def _refusal_reason(error: Exception) -> str:

@@ -38,7 +38,6 @@ from starlette.responses import JSONResponse
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.access import check_handshake
 from gateway.closing import CLOSE_GRACE_S, close_reason
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.realtime_events import (
@@ -59,7 +58,7 @@ from gateway.ratelimit import TokenBucket
 from gateway.resume import owner_of
 from gateway.serving import Serving
 from gateway.transport import Transport, transport_of
-from gateway.websocket_endpoint import serve_new_session
+from gateway.websocket_endpoint import refused_handshake, serve_new_session
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
     FrameTooLargeError,
@@ -87,13 +86,8 @@ async def serve_realtime(
 ) -> None:
     metrics.realtime_sessions.inc()
     if serving is not None:
-        # Keys and origin first, as for FunASR's endpoint: a refusal costs no session.
-        refusal = check_handshake(
-            serving.settings.access, websocket.headers, websocket.scope["query_string"]
-        )
+        refusal = refused_handshake(serving, websocket, metrics)
         if refusal is not None:
-            reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
-            metrics.sessions_refused.labels(reason).inc()
             await _deny(websocket, refusal.status, refusal.message)
             return
     await websocket.accept()

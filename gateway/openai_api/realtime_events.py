@@ -219,21 +219,10 @@ def _update_ga(session: dict[str, object], old: RealtimeSettings) -> RealtimeSet
     input_ = _object(audio.get("input", {}), "session.audio.input")
     if "format" in input_:
         settings = _format_ga(_object(input_["format"], "session.audio.input.format"), settings)
-    if "transcription" in input_:
-        settings = _transcription(input_["transcription"], "session.audio.input", settings)
-    if "turn_detection" in input_:
-        turn = _turn_detection(input_["turn_detection"], "session.audio.input.turn_detection")
-        settings = replace(settings, turn_detection=turn)
-    if "noise_reduction" in input_:
-        settings = replace(
-            settings,
-            noise_reduction=_object_or_none(
-                input_["noise_reduction"], "session.audio.input.noise_reduction"
-            ),
-        )
-    if "include" in session:
-        settings = replace(settings, include=_include(session["include"]))
-    return settings
+    settings = _update_input(
+        input_, settings, "session.audio.input", ("transcription", "noise_reduction")
+    )
+    return _update_include(session, settings)
 
 
 def _update_beta(session: dict[str, object], old: RealtimeSettings) -> RealtimeSettings:
@@ -249,18 +238,29 @@ def _update_beta(session: dict[str, object], old: RealtimeSettings) -> RealtimeS
             )
         rate = OPENAI_DEFAULT_RATE if encoding == "pcm16" else G711_RATE
         settings = replace(settings, encoding=encoding, rate=rate)
-    if "input_audio_transcription" in session:
-        settings = _transcription(session["input_audio_transcription"], "session", settings)
-    if "turn_detection" in session:
-        turn = _turn_detection(session["turn_detection"], "session.turn_detection")
+    keys = ("input_audio_transcription", "input_audio_noise_reduction")
+    settings = _update_input(session, settings, "session", keys)
+    return _update_include(session, settings)
+
+
+def _update_input(
+    fields: dict[str, object], settings: RealtimeSettings, where: str, keys: tuple[str, str]
+) -> RealtimeSettings:
+    """The fields both dialects have, under their names (``keys``: the transcription's and
+    the noise reduction's) in the object at ``where``."""
+    transcription, noise = keys
+    if transcription in fields:
+        settings = _transcription(fields[transcription], f"{where}.{transcription}", settings)
+    if "turn_detection" in fields:
+        turn = _turn_detection(fields["turn_detection"], f"{where}.turn_detection")
         settings = replace(settings, turn_detection=turn)
-    if "input_audio_noise_reduction" in session:
-        settings = replace(
-            settings,
-            noise_reduction=_object_or_none(
-                session["input_audio_noise_reduction"], "session.input_audio_noise_reduction"
-            ),
-        )
+    if noise in fields:
+        reduction = _object_or_none(fields[noise], f"{where}.{noise}")
+        settings = replace(settings, noise_reduction=reduction)
+    return settings
+
+
+def _update_include(session: dict[str, object], settings: RealtimeSettings) -> RealtimeSettings:
     if "include" in session:
         settings = replace(settings, include=_include(session["include"]))
     return settings

@@ -29,6 +29,7 @@ from gateway.openai_api.realtime_turns import (
     ToSession,
     Transcripts,
 )
+from tests.openai.realtime_audio import wav_payload
 
 SECOND = 32000  # bytes of 16 kHz PCM
 MANY = " ".join(f"w{n}" for n in range(2000))  # more hotwords than a config takes
@@ -63,17 +64,6 @@ def audio_sent(outputs: list[Output]) -> bytes:
     )
 
 
-def wav_data(wav: bytes) -> bytes:
-    """A WAV file's ``data`` chunk."""
-    at = 12
-    while at < len(wav):
-        size = int.from_bytes(wav[at + 4 : at + 8], "little")
-        if wav[at : at + 4] == b"data":
-            return wav[at + 8 : at + 8 + size]
-        at += 8 + size + size % 2
-    raise AssertionError("no data chunk")
-
-
 def loud(seconds: float) -> bytes:
     rng = np.random.default_rng(int(seconds * 1000))
     return (rng.standard_normal(int(seconds * 16000)) * 4000).astype("<i2").tobytes()
@@ -89,7 +79,7 @@ def test_g711_decodes_as_soundfile_does(encoding: str, subtype: str) -> None:
     ramp = np.arange(-32768, 32768, 7, dtype=np.int16)
     out = io.BytesIO()
     soundfile.write(out, ramp, 8000, subtype=subtype, format="WAV")
-    codes = np.frombuffer(wav_data(out.getvalue()), dtype=np.uint8)
+    codes = np.frombuffer(wav_payload(out.getvalue()), dtype=np.uint8)
     assert len(set(codes.tolist())) >= 250
     decoded, _ = soundfile.read(io.BytesIO(out.getvalue()), dtype="int16")
     assert np.array_equal(G711_TABLES[encoding][codes], decoded)  # type: ignore[index]
