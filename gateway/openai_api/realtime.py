@@ -283,6 +283,11 @@ async def refuse(
             try:
                 await websocket.send_text(encode(event))
                 await websocket.close(error.close_code, close_reason(error.message))
+                # Read past what the client sent meanwhile: uvicorn queues a few frames
+                # and then stops reading, so a flooding client's close reply would wait
+                # behind them for uvicorn's close timeout (10 s), and so would it.
+                while (await websocket.receive())["type"] != "websocket.disconnect":
+                    pass
             except (RuntimeError, OSError, WebSocketDisconnect):
                 pass
 
