@@ -159,31 +159,43 @@ def test_server_vad_commits_each_turn_where_the_pause_is(checksums: Server) -> N
     assert last_delta[second] == checksum(turn_two)
 
 
-def test_the_beta_dialect_with_g711_ulaw(checksums: Server) -> None:
-    """``transcription_session.update`` with ``g711_ulaw``: 8 kHz u-law, decoded as
-    soundfile decodes it, resampled to 16 kHz."""
+def test_the_beta_client_with_g711_ulaw(checksums: Server) -> None:
+    """The SDK's beta realtime client (``client.beta.realtime``, its own event types) and
+    its ``transcription_session.update`` with ``g711_ulaw``: 8 kHz u-law, decoded as
+    libsndfile decodes it, resampled to 16 kHz."""
     rng = np.random.default_rng(711)
     wav = wav_file(noise(rng, 1.5, 8000), 8000, subtype="ULAW")
     expected = pool_audio(wav)
-    with connect(checksums) as conn:
+    # The beta client always takes wss:// from base_url; websocket_base_url says ws://.
+    client = openai.OpenAI(
+        base_url=f"{checksums.http}/v1",
+        websocket_base_url=f"ws://127.0.0.1:{checksums.port}/v1",
+        api_key=KEY,
+        max_retries=0,
+    )
+    beta = client.beta.realtime.connect(
+        model="gpt-4o-transcribe", extra_query={"intent": "transcription"}
+    )
+    with beta as conn:
         conn.recv()
-        conn.send(
-            {
-                "type": "transcription_session.update",
-                "session": {
-                    "input_audio_format": "g711_ulaw",
-                    "input_audio_transcription": {"model": "whisper-1", "language": "zh"},
-                    "turn_detection": None,
-                },
+        conn.transcription_session.update(
+            session={
+                "input_audio_format": "g711_ulaw",
+                "input_audio_transcription": {"model": "gpt-4o-transcribe", "language": "zh"},
+                "turn_detection": None,
             }
         )
         updated = conn.recv()
         assert updated.type == "transcription_session.updated"
+        assert updated.session.input_audio_format == "g711_ulaw"
         append_all(conn, wav_payload(wav), 800)
         conn.input_audio_buffer.commit()
         events = events_until(conn, COMPLETED)
-    assert "conversation.item.created" in types(events)
+    created = [e for e in events if e.type == "conversation.item.created"]
+    assert len(created) == 1
+    assert created[0].item.content[0].type == "input_audio"
     assert [e.delta for e in events if e.type == DELTA][-1] == checksum(expected)
+    assert events[-1].usage.seconds == pytest.approx(1.5, abs=0.01)
 
 
 def test_bad_events_get_error_events_and_the_session_goes_on(checksums: Server) -> None:
