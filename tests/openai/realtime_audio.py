@@ -11,7 +11,10 @@ import numpy as np
 import numpy.typing as npt
 import soundfile
 import soxr
-from openai.resources.realtime.realtime import RealtimeConnection
+from openai.resources.beta.realtime.realtime import RealtimeConnection as BetaConnection
+from openai.resources.realtime.realtime import RealtimeConnection as GaConnection
+
+RealtimeConnection = GaConnection | BetaConnection  # the SDK's two clients
 
 
 def noise(rng: np.random.Generator, seconds: float, rate: int) -> npt.NDArray[np.int16]:

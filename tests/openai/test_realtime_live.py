@@ -178,13 +178,13 @@ def test_the_beta_client_with_g711_ulaw(checksums: Server) -> None:
     )
     with beta as conn:
         conn.recv()
-        conn.transcription_session.update(
-            session={
-                "input_audio_format": "g711_ulaw",
-                "input_audio_transcription": {"model": "gpt-4o-transcribe", "language": "zh"},
-                "turn_detection": None,
-            }
-        )
+        # null turns detection off (OpenAI's reference); the beta types do not say so.
+        session: Any = {
+            "input_audio_format": "g711_ulaw",
+            "input_audio_transcription": {"model": "gpt-4o-transcribe", "language": "zh"},
+            "turn_detection": None,
+        }
+        conn.transcription_session.update(session=session)
         updated = conn.recv()
         assert updated.type == "transcription_session.updated"
         assert updated.session.input_audio_format == "g711_ulaw"
