@@ -19,8 +19,10 @@ and ``.updated``, the buffer's ``speech_started``, ``speech_stopped``, ``committ
 
 - an event over ``max_event_chars`` (base64 of three of the session's largest frames: 48
   kHz audio resampled to one) is refused with 1009, as a frame over ASR_MAX_FRAME_BYTES is;
-- events other than appends count against ASR_MAX_FRAMES_PER_SECOND, as frames do (an
-  append is counted by the session, as the frame it becomes);
+- events count against ASR_MAX_FRAMES_PER_SECOND as frames do: an append by how little
+  audio it carries (20 ms or more is free), any other event one frame. (The frames an
+  append becomes count again in the session's own bucket; an append too small to make a
+  frame would escape it, not this.)
 - ``MAX_INVALID_EVENTS`` refused events close the session with 1008: OpenAI keeps a session
   open after an error, but a client that sends nothing else valid only costs us.
 """
@@ -54,7 +56,8 @@ from gateway.openai_api.realtime_events import (
     session_object,
 )
 from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient, Transcripts
-from gateway.ratelimit import TokenBucket
+from gateway.ratelimit import TokenBucket, frame_cost
+from gateway.resample import resampled_bytes
 from gateway.resume import owner_of
 from gateway.serving import Serving
 from gateway.transport import Transport, transport_of
@@ -192,10 +195,13 @@ class RealtimeDialect:
                 f"an event is at most {self.max_event_chars} characters here"
                 " (ASR_MAX_FRAME_BYTES of audio, base64)"
             )
-        event = parse_client_event(text, self._buffer.settings)
-        if not isinstance(event, AudioAppended) and not self._events_bucket.take(
-            1.0, anyio.current_time()
-        ):
+        settings = self._buffer.settings
+        event = parse_client_event(text, settings)
+        cost = 1.0
+        if isinstance(event, AudioAppended):  # as the session's frames cost: by their audio
+            pcm_bytes = len(event.audio) * (2 if settings.encoding != "pcm16" else 1)
+            cost = frame_cost(resampled_bytes(pcm_bytes, settings.rate))
+        if not self._events_bucket.take(cost, anyio.current_time()):
             raise ProtocolError(
                 "more events a second than ASR_MAX_FRAMES_PER_SECOND; send audio in"
                 " appends of 20 ms or more"

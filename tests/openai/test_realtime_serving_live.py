@@ -146,13 +146,24 @@ def test_an_event_over_the_frame_limit_closes_with_1009(small_limits: Server) ->
     assert code == 1009
 
 
-def test_events_faster_than_the_frame_rate_close_with_1008(small_limits: Server) -> None:
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "input_audio_buffer.clear"},
+        # One byte: half a sample, so no frame reaches the session; the dialect counts it.
+        {"type": "input_audio_buffer.append", "audio": "AA=="},
+    ],
+    ids=["clear", "tiny-append"],
+)
+def test_events_faster_than_the_frame_rate_close_with_1008(
+    small_limits: Server, event: dict[str, str]
+) -> None:
     with connect(small_limits) as conn:
         manual_turns(conn)
         sent = 0
         with contextlib.suppress(ConnectionClosed):  # closed under the loop
             while sent < 60:
-                conn.send({"type": "input_audio_buffer.clear"})
+                conn.send(event)
                 sent += 1
         events, code = closed_code(conn)
     assert code == 1008
