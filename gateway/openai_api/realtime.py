@@ -37,7 +37,7 @@ from collections import deque
 
 import anyio
 from starlette.responses import JSONResponse
-from starlette.types import Message
+from starlette.types import Message, Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.closing import CLOSE_GRACE_S, close_reason
@@ -73,6 +73,8 @@ from shared.errors import (
 logger = logging.getLogger(__name__)
 
 MAX_INVALID_EVENTS = 100
+SUBPROTOCOL = "realtime"  # what OpenAI's browser clients offer
+KEY_SUBPROTOCOL = "openai-insecure-api-key."  # and the key after it: no headers in a browser
 TRANSCRIPTION_INTENT = "transcription"
 # FunASR close codes as OpenAI error codes, for the error event before the close.
 ERROR_CODES = {
@@ -88,12 +90,15 @@ async def serve_realtime(
     serving: Serving | None, websocket: WebSocket, metrics: GatewayMetrics
 ) -> None:
     metrics.realtime_sessions.inc()
+    offered = websocket.scope.get("subprotocols") or []
+    _browser_key_as_header(websocket.scope, offered)
     if serving is not None:
         refusal = refused_handshake(serving, websocket, metrics)
         if refusal is not None:
             await _deny(websocket, refusal.status, refusal.message)
             return
-    await websocket.accept()
+    # A browser that offers subprotocols fails the connection unless one is chosen.
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     if serving is None:
         await refuse(websocket, ShuttingDownError("the server is not serving"), metrics)
         return
@@ -296,6 +301,17 @@ async def refuse(
                     pass
             except (RuntimeError, OSError, WebSocketDisconnect):
                 pass
+
+
+def _browser_key_as_header(scope: Scope, offered: list[str]) -> None:
+    """OpenAI's browser clients cannot set headers on a WebSocket handshake: they send the
+    key as the subprotocol ``openai-insecure-api-key.KEY``. It is read as the key of
+    ``Authorization: Bearer KEY`` (before anything reads the headers), unless the request
+    has that header."""
+    key = next((p[len(KEY_SUBPROTOCOL) :] for p in offered if p.startswith(KEY_SUBPROTOCOL)), "")
+    headers = scope["headers"]
+    if key and not any(name == b"authorization" for name, _ in headers):
+        scope["headers"] = [*headers, (b"authorization", f"Bearer {key}".encode("latin-1"))]
 
 
 async def _deny(websocket: WebSocket, status: int, message: str) -> None:

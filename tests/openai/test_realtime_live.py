@@ -16,6 +16,7 @@ completed transcript is that model's decode of the turn: equal to what ``POST
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -288,3 +289,24 @@ def test_a_full_server_answers_server_busy_then_1013(checksums: Server) -> None:
                 third.recv()
             assert closed.value.rcvd is not None
             assert closed.value.rcvd.code == 1013
+
+
+@pytest.mark.parametrize(("key", "accepted"), [(KEY, True), ("wrong", False)])
+def test_a_browsers_key_subprotocol_is_read_and_realtime_chosen(
+    checksums: Server, key: str, accepted: bool
+) -> None:
+    """What OpenAI's browser clients send: no headers, the key as a subprotocol."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect as ws_connect
+    from websockets.typing import Subprotocol
+
+    url = f"ws://127.0.0.1:{checksums.port}/v1/realtime?intent=transcription"
+    offered = [Subprotocol("realtime"), Subprotocol(f"openai-insecure-api-key.{key}")]
+    if not accepted:
+        with pytest.raises(InvalidStatus) as refused, ws_connect(url, subprotocols=offered):
+            pass
+        assert refused.value.response.status_code == 401
+        return
+    with ws_connect(url, subprotocols=offered) as ws:
+        assert ws.subprotocol == "realtime"
+        assert json.loads(ws.recv(timeout=RECV_TIMEOUT_S))["type"] == "session.created"
