@@ -167,7 +167,8 @@ def test_events_faster_than_the_frame_rate_close_with_1008(
                 sent += 1
         events, code = closed_code(conn)
     assert code == 1008
-    assert sent > 20  # the burst a second allows
+    # A second's burst (20, the session.update among them), and the one refused.
+    assert sent >= 20
     assert events[-1].error.code == "session_limit"
     assert "ASR_MAX_FRAMES_PER_SECOND" in events[-1].error.message
 
