@@ -40,7 +40,12 @@ NOT_TAKEN = frozenset(
 
 def serve(**options: Any) -> None:
     """What ``uvicorn.main`` does with its options, with our app and our server."""
-    options["headers"] = [tuple(header.split(":", 1)) for header in options["headers"]]
+    # uvicorn up to 0.54 hands its --header options over as "name:value" strings and
+    # splits them in uvicorn.main; 0.55's option parser splits them itself.
+    options["headers"] = [
+        tuple(header.split(":", 1)) if isinstance(header, str) else tuple(header)
+        for header in options["headers"]
+    ]
     if options["log_config"] is None:
         options["log_config"] = LOGGING_CONFIG
     app = create_app(wrap_signals=False)  # the server drains it itself
