@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.gateway.uvicorn_server import ROOT, UVICORN, free_port
+from workers.ipc.slab import SLAB_PREFIX
 
 HAPROXY = shutil.which("haproxy")
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
@@ -75,6 +76,10 @@ class Replica:
         else:
             self.process.send_signal(sig)
         code = self.process.wait(30)
+        if sig is signal.SIGKILL:
+            # A killed gateway cannot unlink its workers' slabs: do it for it.
+            for segment in Path("/dev/shm").glob(f"{SLAB_PREFIX}{self.process.pid}_*"):
+                segment.unlink(missing_ok=True)
         self.process = None
         return code
 
