@@ -48,6 +48,7 @@ from gateway.resume_client import (
     SessionOpened,
     backoff_delays,
     is_dropped,
+    is_retry_later,
 )
 from gateway.resume_client import (
     Message as Message,  # re-exported: the type of what the callbacks get
@@ -237,6 +238,9 @@ async def _resume(stream: _Stream, dropped: _Dropped) -> Outcome:
             continue
         if isinstance(outcome, _Dropped) and stream.tracker.resumes == resumes:
             dropped = outcome  # lost before its session frame: the same token again
+            continue
+        if isinstance(outcome, ServerError) and is_retry_later(outcome.code):
+            dropped = _Dropped(outcome.code, outcome.message)  # the token works a bit later
             continue
         return outcome
     return ServerError(dropped.code, f"{dropped.message} (not resumed within {window_s:g} s)")

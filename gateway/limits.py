@@ -2,10 +2,13 @@
 
 Frames are counted in a bucket holding a second's worth (``gateway.ratelimit``,
 ASR_MAX_FRAMES_PER_SECOND); the audio of the whole session is bounded
-(ASR_MAX_SESSION_SECONDS); and the next frame is due within ASR_IDLE_TIMEOUT unless the
-client is owed a result, the first config within ASR_CONFIG_TIMEOUT of the start, each
-config's first audio within ASR_FIRST_AUDIO_TIMEOUT. Every breach is a ``ProtocolError``
-(1008).
+(ASR_MAX_SESSION_SECONDS); the first config is due within ASR_CONFIG_TIMEOUT of the start,
+each config's first audio within ASR_FIRST_AUDIO_TIMEOUT, and otherwise audio within
+ASR_IDLE_TIMEOUT of the last (or of the last result the client waited for), unless the
+client is owed a result. Only audio puts the idle deadline off: configs, ends and updates
+cost a client nothing to send, and a stream of them would hold a place for ever. For the
+same reason a session may have at most ``MAX_EMPTY_UTTERANCES`` utterances without audio
+(less than 20 ms: each opens and closes worker streams). Every breach is a ``ProtocolError`` (1008).
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ import math
 from dataclasses import dataclass
 
 from gateway.protocol import AudioReceived, ConfigReceived, EndOfUtterance, Event, ParserState
-from gateway.ratelimit import TokenBucket, frame_cost
+from gateway.ratelimit import FULL_FRAME_BYTES, TokenBucket, frame_cost
 from gateway.resample import resampled_bytes
 from gateway.settings import GatewaySettings
 from shared.errors import ProtocolError
+
+MAX_EMPTY_UTTERANCES = 16  # per session: utterances ended with less than 20 ms of audio
+ACTIVE_AUDIO_BYTES = FULL_FRAME_BYTES  # 20 ms of 16 kHz audio puts the idle deadline off
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,10 @@ class SessionLimits:
         self._frames = TokenBucket(rate, max(1.0, rate), now)
         self._audio_bytes = 0
         self._configured_at: float | None = None  # the last config, until its first audio
+        self._active_at = now  # the last ACTIVE_AUDIO_BYTES of audio, or result waited for
+        self._audio_since_active = 0  # bytes at 16 kHz
+        self._utterance_audio = 0  # bytes of the open utterance
+        self._empty_utterances = 0
 
     def frame(self, size: int | None, audio_fs: int, now: float) -> None:
         """One frame of ``size`` bytes at ``audio_fs`` (None: text) against the frame cap."""
@@ -53,27 +63,52 @@ class SessionLimits:
         match event:
             case ConfigReceived():
                 self._configured_at = now
+                self._utterance_audio = 0
             case AudioReceived(pcm=pcm):
                 self._configured_at = None
-                self._audio_bytes += resampled_bytes(len(pcm), audio_fs)
+                size = resampled_bytes(len(pcm), audio_fs)
+                self._audio_bytes += size
+                self._utterance_audio += size
                 if self._audio_bytes > self._settings.max_session_bytes:
                     raise ProtocolError(
                         f"the session sent more than {self._settings.max_session_s:g} s"
                         " of audio (ASR_MAX_SESSION_SECONDS)"
                     )
+                self._audio_since_active += size
+                if self._audio_since_active >= ACTIVE_AUDIO_BYTES:
+                    self.active(now)
             case EndOfUtterance():
                 self._configured_at = None  # an empty utterance: nothing more is due
+                if self._utterance_audio < ACTIVE_AUDIO_BYTES:
+                    self._empty_utterances += 1
+                    if self._empty_utterances > MAX_EMPTY_UTTERANCES:
+                        raise ProtocolError(
+                            f"more than {MAX_EMPTY_UTTERANCES} utterances ended with no audio"
+                            " (less than 20 ms)"
+                        )
             case _:
                 pass
 
-    def next_frame(self, state: ParserState, owed: bool, now: float) -> Deadline:
+    def active(self, now: float) -> None:
+        """The client has just done what puts the idle deadline off: sent audio, or been
+        sent the result it waited for."""
+        self._active_at = now
+        self._audio_since_active = 0
+
+    def results_sent(self, now: float) -> None:
+        """The last utterance's results are all sent, and no other is open: the client waited
+        for them, unless the utterance was empty (a result of nothing waits for nothing)."""
+        if self._utterance_audio >= ACTIVE_AUDIO_BYTES:
+            self.active(now)
+
+    def next_frame(self, state: ParserState, owed: bool) -> Deadline:
         """When the next frame is due; ``owed``: the client waits for a result of ours
         after its end, so it may be silent for as long as that takes."""
         settings = self._settings
         idle = settings.idle_timeout_s
         deadline = Deadline(
-            math.inf if owed else now + idle,
-            f"no frame from the client for {idle:g} s (ASR_IDLE_TIMEOUT)",
+            math.inf if owed else self._active_at + idle,
+            f"no audio from the client for {idle:g} s (ASR_IDLE_TIMEOUT)",
         )
         if state is ParserState.AWAITING_CONFIG:
             due = self._started + settings.config_timeout_s

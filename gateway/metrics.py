@@ -109,14 +109,16 @@ class GatewayMetrics:
         )
         self.resumes = Counter(
             "asr_resumes",
-            "Resumes, by outcome: resumed, invalid, forbidden, expired, reused, results_gone,"
+            "Resumes, by outcome: resumed (served), displaced (a later resume of the session"
+            " came first), invalid, forbidden, expired, reused, throttled, results_gone,"
             " misdirected, draining",
             ["outcome"],
             registry=registry,
         )
         self.parking_refused = Counter(
             "asr_parking_refused",
-            "Resumable sessions ended at a drop because ASR_MAX_PARKED_SESSIONS were parked",
+            "Resumable sessions ended at a drop because ASR_MAX_PARKED_SESSIONS were parked,"
+            " or ASR_MAX_PARKED_PER_CLIENT of the session's client",
             registry=registry,
         )
         # The OpenAI dialect's realtime sessions are sessions too (counted above, with

@@ -5,8 +5,11 @@ A session whose config says ``"resumable": true`` is registered here under a ran
 gets a token (``gateway.resume_token``). When its connection drops, the session parks: its
 task group goes on (the forwarder, the writer and the pool streams never notice), it keeps
 its admission place and the audio it holds, and it waits ``ASR_RESUME_WINDOW`` seconds for
-a connection that presents its token. At most ``ASR_MAX_PARKED_SESSIONS`` wait at once; a
-drop past that ends the session as if its client had left.
+a connection that presents its token. At most ``ASR_MAX_PARKED_SESSIONS`` wait at once, and
+at most ``ASR_MAX_PARKED_PER_CLIENT`` of one client address, so that one client cannot take
+every place and end everybody else's sessions at their next drop; a drop past either ends
+the session as if its client had left. The session's own side (its tokens, how often it
+may be resumed) is ``gateway.resumability``.
 
 The resume's handshake is checked as a new session's (keys, origin), takes no place of its
 own (the session has one) and is not refused while draining: it comes for results owed.
@@ -15,6 +18,7 @@ own (the session has one) and is not refused while draining: it comes for result
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,7 +29,7 @@ from starlette.websockets import WebSocket
 
 from gateway.access import AccessSettings, presented_key
 from gateway.resume_token import TokenClaim, TokenSigner, new_session_id
-from shared.errors import GatewayError, ProtocolError, ResumeExpiredError
+from shared.errors import ProtocolError, ResumeError, ResumeExpiredError
 
 RESUME_QUERY_PARAMETER = "resume"
 LAST_RESULT_QUERY_PARAMETER = "last_result"
@@ -40,9 +44,9 @@ class Attachment:
     websocket: WebSocket
     last_result: int
     released: anyio.Event = field(default_factory=anyio.Event)
-    refusal: GatewayError | None = None
+    refusal: ResumeError | None = None
 
-    def refuse(self, error: GatewayError) -> None:
+    def refuse(self, error: ResumeError) -> None:
         self.refusal = error
         self.released.set()
 
@@ -58,11 +62,15 @@ class Resumable(Protocol):
 class ResumableSessions:
     """This replica's resumable sessions, by id."""
 
-    def __init__(self, replica: str, window_s: float, max_parked: int) -> None:
+    def __init__(
+        self, replica: str, window_s: float, max_parked: int, max_parked_per_client: int = 0
+    ) -> None:
         self.signer = TokenSigner(replica)
         self.window_s = window_s
         self.max_parked = max_parked
+        self.max_parked_per_client = max_parked_per_client  # 0: no share of its own
         self.parked = 0
+        self._parked_by_client: Counter[str] = Counter()
         self._sessions: dict[str, Resumable] = {}
 
     def register(self, session: Resumable) -> str:
@@ -84,15 +92,21 @@ class ResumableSessions:
             )
         return session, claim
 
-    def try_park(self) -> bool:
-        """Take one of the parking places; False when all ``max_parked`` are taken."""
-        if self.parked >= self.max_parked:
+    def try_park(self, client: str) -> bool:
+        """Take one of the parking places for a session of ``client``; False when all
+        ``max_parked`` are taken, or ``client`` has its share."""
+        share = self.max_parked_per_client
+        if self.parked >= self.max_parked or (share and self._parked_by_client[client] >= share):
             return False
         self.parked += 1
+        self._parked_by_client[client] += 1
         return True
 
-    def unpark(self) -> None:
+    def unpark(self, client: str) -> None:
         self.parked -= 1
+        self._parked_by_client[client] -= 1
+        if self._parked_by_client[client] <= 0:
+            del self._parked_by_client[client]  # not a counter of every address seen
 
 
 def owner_of(access: AccessSettings, headers: Mapping[str, str], query_string: bytes) -> str:

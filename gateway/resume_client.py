@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from shared.errors import CLOSE_RESUME_THROTTLED
+
 Message = Mapping[str, object]
 T = TypeVar("T")
 
@@ -22,6 +24,8 @@ T = TypeVar("T")
 # close 1008, a draining server's 1012, 1013) is the server's decision, which a retry would
 # only meet again.
 DROPPED_CLOSE_CODES = frozenset({None, 1000, 1001, 1006, 1011})
+# A resume refused for now, with the session still held: the same token, after a backoff.
+RETRY_LATER_CLOSE_CODES = frozenset({CLOSE_RESUME_THROTTLED})
 
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
@@ -175,6 +179,11 @@ class ResumeTracker:
 def is_dropped(close_code: int | None) -> bool:
     """Whether a close that came without our error frame lost only the connection."""
     return close_code in DROPPED_CLOSE_CODES
+
+
+def is_retry_later(close_code: int | None) -> bool:
+    """Whether a refused resume may come again with the same token, after a backoff."""
+    return close_code in RETRY_LATER_CLOSE_CODES
 
 
 def backoff_delays(

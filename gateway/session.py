@@ -23,9 +23,9 @@ A session lives as long as its first connection, unless it is resumable
 (``gateway.resume``): then a dropped connection only ends the connection's task group. The
 forwarder, the writer and the pool streams go on; the session parks until a resume hands
 it the next connection (or its window passes), whose sender starts again after the last
-result the client has. The reader never stops between parsing a frame and queueing its
-events (that part is shielded): whatever the parser took, the session has, and the acks
-(``samples``) count exactly that.
+result the client has. The reader takes a frame only when its events have room, and queues
+them without waiting: whatever the parser took, the session has, the acks (``samples``)
+count exactly that, and a lost connection's reader never waits on the forwarder.
 
 The first task to fail decides how the session ends: an error frame and its close code
 (``GatewayError``), or nothing at all when the client has gone.
@@ -33,11 +33,9 @@ The first task to fail decides how the session ends: an error frame and its clos
 
 from __future__ import annotations
 
-import hmac
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -61,6 +59,7 @@ from gateway.protocol import (
     ResumeRequested,
 )
 from gateway.results import Label, ack_message, end_acknowledgement, session_message
+from gateway.resumability import Resumability
 from gateway.resume import Attachment
 from gateway.resume_token import TokenClaim
 from gateway.serving import Serving
@@ -70,15 +69,14 @@ from shared.errors import (
     GatewayError,
     ProtocolError,
     ResumeExpiredError,
-    ResumeForbiddenError,
-    ResumeReusedError,
     ShuttingDownError,
     WorkerError,
 )
 
 logger = logging.getLogger(__name__)
 
-EVENT_BUFFER = 4  # parsed frames (up to ASR_MAX_FRAME_BYTES each) read ahead
+EVENT_BUFFER = 4  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
+MAX_EVENTS_PER_FRAME = 2  # a config update and an end (gateway.protocol)
 PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
 CLEAN_CLOSE_CODES = (1000, 1001)
 ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
@@ -88,37 +86,18 @@ class _ClientGone(Exception):
     """The client closed the connection or dropped it: nobody to tell anything."""
 
 
-@dataclass(slots=True)
-class _Resumability:
-    """A resumable session's name and tokens. ``generation``: the current token's, the only
-    one a resume may use, except that the one before still works while the client cannot
-    have read the current one: the connection it went out on has brought no frame since
-    (a resuming client reads it before it sends anything), and the resume asks for no
-    result after ``issued_at`` (the newest when it went out: a client with a later one read
-    the session frame before it). That is a resume whose answer was lost with its
-    connection; anything else is a replay."""
-
-    session_id: str
-    owner: str  # gateway.resume.owner_of
-    generation: int = 1
-    issued_at: int = 0
-    heard_since: bool = False  # a frame came in after the current token went out
-
-    def may_reuse_previous(self, generation: int, last_result: int) -> bool:
-        return (
-            generation == self.generation - 1
-            and not self.heard_since
-            and last_result <= self.issued_at
-        )
-
-
 class Session:
     """Serves one session, from its first connection until the client leaves for good or
     an error closes it. ``run`` returns a ``ResumeRequested`` when the connection's first
     frame asks to resume another session instead: nothing of this one was opened."""
 
     def __init__(
-        self, websocket: WebSocket, serving: Serving, metrics: GatewayMetrics, owner: str = ""
+        self,
+        websocket: WebSocket,
+        serving: Serving,
+        metrics: GatewayMetrics,
+        owner: str = "",
+        client: str = "",
     ) -> None:
         settings = serving.settings
         self._websocket = websocket  # the current connection's
@@ -127,8 +106,10 @@ class Session:
         self._admission = serving.admission
         self._metrics = metrics
         self._owner = owner
+        self._client = client
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self._event_taken = anyio.Event()  # the forwarder made room in the events stream
         self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
             PASS_BUFFER
         )
@@ -150,9 +131,7 @@ class Session:
         self._live = True
         self._closed_under = False
         self._attachment: Attachment | None = None  # the current connection's, if a resume's
-        self._pending: Attachment | None = None  # a resume not yet served
-        self._resume_arrived = anyio.Event()
-        self._resumability: _Resumability | None = None
+        self._resumability: Resumability | None = None
         self._session_frame_due = False
         self._resumed = False  # the current connection is a resume's
         self._left = False  # the client closed the connection with a close frame
@@ -180,8 +159,6 @@ class Session:
             for end in (self._events_in, self._events, self._passes_in, self._passes):
                 end.close()
             self._forget()
-            if self._pending is not None:
-                self._pending.refuse(ResumeExpiredError("the session ended"))
         if self._resume_instead is not None:
             return self._resume_instead
         await self._close()
@@ -237,7 +214,7 @@ class Session:
     def _forget(self) -> None:
         """No resume reaches this session from now on."""
         if self._resumability is not None:
-            self._serving.resumes.forget(self._resumability.session_id)
+            self._resumability.forget()
 
     # -- connections --------------------------------------------------------------------
 
@@ -254,6 +231,7 @@ class Session:
             if self._left:
                 raise _ClientGone  # a close frame: the client is done with the session
             attachment = await self._wait_for_resume()
+            self._metrics.resumes.labels("resumed").inc()
             self._websocket, self._attachment = attachment.websocket, attachment
             self._live, self._closed_under, self._resumed = True, False, True
             # Checked in attach; raises if the old connection's sender let frames go since.
@@ -291,24 +269,21 @@ class Session:
     async def _wait_for_resume(self) -> Attachment:
         """The next connection: a resume already waiting (it took this one over), or the
         first within the window, parked meanwhile; raises ``_ClientGone`` when none comes."""
-        if self._pending is None:
-            resumes = self._serving.resumes
-            if not resumes.try_park():
-                self._metrics.parking_refused.inc()
-                logger.info("a resumable session ended: ASR_MAX_PARKED_SESSIONS are parked")
-                raise _ClientGone
-            try:
-                with self._metrics.sessions_parked.track_inprogress():
-                    with anyio.move_on_after(resumes.window_s):
-                        await self._resume_arrived.wait()
-            finally:
-                resumes.unpark()
-            if self._pending is None:
-                self._forget()  # expired from now: the session is closing
-                raise _ClientGone
-        attachment, self._pending = self._pending, None
-        self._resume_arrived = anyio.Event()
-        return attachment
+        state = self._resumability
+        assert state is not None
+        window_s = self._serving.resumes.window_s
+        with self._metrics.sessions_parked.track_inprogress():
+            attachment = await state.next_connection(window_s)
+        if isinstance(attachment, Attachment):
+            return attachment
+        if attachment == "no parking place":
+            self._metrics.parking_refused.inc()
+            logger.info(
+                "a resumable session ended at its drop: ASR_MAX_PARKED_SESSIONS are parked,"
+                " or ASR_MAX_PARKED_PER_CLIENT of its client"
+            )
+        self._forget()  # expired from now: the session is closing
+        raise _ClientGone
 
     def attach(
         self, websocket: WebSocket, claim: TokenClaim, last_result: int, owner: str
@@ -319,22 +294,9 @@ class Session:
         state = self._resumability
         if state is None or self._ended:
             raise ResumeExpiredError("the session is no longer held: it ended")
-        if not hmac.compare_digest(owner, state.owner):
-            raise ResumeForbiddenError("the session was opened with another API key")
         self._outbox.check_resume(last_result)
-        if claim.generation == state.generation:
-            state.generation += 1  # the client gets the next token in the session frame
-        elif not state.may_reuse_previous(claim.generation, last_result):
-            raise ResumeReusedError(
-                "the resume token was used already: each resume returns the next one"
-            )
-        # else: the previous token again, from a client whose last resume's answer was
-        # lost with its connection: it gets the same next token.
-        attachment = Attachment(websocket, last_result)
-        if self._pending is not None:
-            self._pending.refuse(ResumeReusedError("a later resume took the session over"))
-        self._pending = attachment
-        self._resume_arrived.set()
+        state.claim(claim, last_result, owner, anyio.current_time())
+        attachment = state.hand_over(websocket, last_result)
         if self._live:
             transport.abort(self._websocket)
             self._lose_connection()
@@ -343,22 +305,27 @@ class Session:
     def _become_resumable(self) -> None:
         if self._resumability is not None:
             return
-        session_id = self._serving.resumes.register(self)
-        self._resumability = _Resumability(session_id, self._owner)
+        resumes = self._serving.resumes
+        self._resumability = Resumability(
+            resumes,
+            resumes.register(self),
+            owner=self._owner,
+            client=self._client,
+            resumes_per_minute=self._settings.max_resumes_per_minute,
+            now=anyio.current_time(),
+        )
         self._outbox.number_from_now()
         self._session_frame_due = True
         self._outbox.poke()
 
     def _session_frame(self) -> str:
-        state = self._resumability
-        assert state is not None
+        assert self._resumability is not None
         resumes = self._serving.resumes
-        state.issued_at = self._outbox.newest
-        state.heard_since = False
+        issued = self._resumability.issue(self._outbox.newest)
         return session_message(
-            session_id=state.session_id,
+            session_id=issued.session_id,
             replica=resumes.signer.replica,
-            resume_token=resumes.signer.issue(state.session_id, state.generation),
+            resume_token=issued.token,
             window_s=resumes.window_s,
             resumed=self._resumed,
             utterance=self._utterances,
@@ -372,9 +339,13 @@ class Session:
     async def _read(self) -> None:
         parser, now = self._parser, anyio.current_time
         while True:
+            # Room for a frame's events first: once a frame is taken, its events are queued
+            # at once, so a connection lost while the forwarder is busy loses nothing, and
+            # nothing waits on the forwarder once the connection is gone.
+            await self._room_for_a_frame()
             message = await self._receive()
             if self._resumability is not None:
-                self._resumability.heard_since = True
+                self._resumability.heard()
             text, data = message.get("text"), message.get("bytes")
             if text is not None:
                 self._limits.frame(None, parser.session_config.audio_fs, now())
@@ -396,18 +367,23 @@ class Session:
                     self._utterances += 1
                     self._metrics.utterances.labels(event.config.mode).inc()
                 self._limits.event(event, parser.session_config.audio_fs, now())
-            # What the parser took, the session has: a dropped connection cannot cancel
-            # this, and the forwarder takes events whatever happens to the connection.
-            with anyio.CancelScope(shield=True):
-                for event in events:
-                    if isinstance(event, ConfigReceived) and event.config.resumable:
-                        self._become_resumable()
-                    await self._events_in.send(event)
+            # What the parser took, the session has: the forwarder takes events whatever
+            # happens to the connection.
+            for event in events:
+                if isinstance(event, ConfigReceived) and event.config.resumable:
+                    self._become_resumable()
+                self._events_in.send_nowait(event)
+
+    async def _room_for_a_frame(self) -> None:
+        while self._events_in.statistics().current_buffer_used > EVENT_BUFFER - (
+            MAX_EVENTS_PER_FRAME
+        ):
+            await self._event_taken.wait()
 
     async def _receive(self) -> Message:
         """The client's next frame, within the limits' deadline."""
         owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
-        deadline = self._limits.next_frame(self._parser.state, owed, anyio.current_time())
+        deadline = self._limits.next_frame(self._parser.state, owed)
         message: Message | None = None
         with anyio.CancelScope(deadline=deadline.at) as scope:
             self._idle_scope = scope
@@ -488,10 +464,11 @@ class Session:
 
     async def _forward(self) -> None:
         utterance: Utterance | None = None
-        # Closing the events on the way out wakes a reader queueing one (shielded).
         with self._events:
             async with self._passes_in:
                 async for event in self._events:
+                    self._event_taken.set()
+                    self._event_taken = anyio.Event()
                     utterance = await self._carry_out(utterance, event)
 
     async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
@@ -571,9 +548,10 @@ class Session:
             if self._live:
                 raise ShuttingDownError("the server is shutting down; reconnect later")
             return  # parked: a resume within the drain timeout gets the results first
+        self._limits.results_sent(anyio.current_time())
         if self._idle_scope is not None:
-            # The reader was waiting untimed while we owed the client a result.
-            self._idle_scope.deadline = anyio.current_time() + self._settings.idle_timeout_s
+            # The reader may be waiting untimed, as it did while we owed the client a result.
+            self._idle_scope.deadline = self._limits.next_frame(self._parser.state, False).at
 
     # -- drain ------------------------------------------------------------------------
 

@@ -69,7 +69,11 @@ class GatewaySettings:
     # and may read the free places from an agent-check port.
     drain_delay_s: float = table.DRAIN_DELAY.default
     agent_port: int | None = table.AGENT_PORT.default
+    # None: the host the server listens on (gateway.app), as far as the app knows it.
+    agent_host: str | None = table.AGENT_HOST.default
     max_parked_sessions: int = table.MAX_PARKED_SESSIONS.default
+    max_parked_per_client: int = table.MAX_PARKED_PER_CLIENT.default
+    max_resumes_per_minute: float = table.MAX_RESUMES_PER_MINUTE.default
     replica_id: str = field(default_factory=lambda: default_replica_id())
 
     def __post_init__(self) -> None:
@@ -99,8 +103,10 @@ class GatewaySettings:
             raise ValueError("the admission wait must be zero or more seconds")
         if self.admission_queue is not None and self.admission_queue < 1:
             raise ValueError("the admission queue must hold at least 1")
-        if self.max_parked_sessions < 0:
-            raise ValueError("ASR_MAX_PARKED_SESSIONS must be 0 or more")
+        if self.max_parked_sessions < 0 or self.max_parked_per_client < 0:
+            raise ValueError("ASR_MAX_PARKED_SESSIONS and _PER_CLIENT must be 0 or more")
+        if not (self.max_resumes_per_minute > 0 and math.isfinite(self.max_resumes_per_minute)):
+            raise ValueError("ASR_MAX_RESUMES_PER_MINUTE must be a positive number")
         if not REPLICA_ID_PATTERN.fullmatch(self.replica_id):
             raise ValueError(
                 f"ASR_REPLICA_ID={self.replica_id!r}: letters, digits, '-' and '_' only, at most"
@@ -162,7 +168,10 @@ class GatewaySettings:
             resume_window_s=table.RESUME_WINDOW.read(env),
             drain_delay_s=table.DRAIN_DELAY.read(env),
             agent_port=table.AGENT_PORT.read(env),
+            agent_host=table.AGENT_HOST.read(env),
             max_parked_sessions=table.MAX_PARKED_SESSIONS.read(env),
+            max_parked_per_client=table.MAX_PARKED_PER_CLIENT.read(env),
+            max_resumes_per_minute=table.MAX_RESUMES_PER_MINUTE.read(env),
             replica_id=table.REPLICA_ID.read(env) or default_replica_id(),
         )
 

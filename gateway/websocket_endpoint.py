@@ -93,7 +93,7 @@ async def serve_new_session(
             return None
         places.enter_context(metrics.sessions_active.track_inprogress())
         metrics.sessions.inc()
-        return await Session(websocket, serving, metrics, owner).run()
+        return await Session(websocket, serving, metrics, owner, client).run()
 
 
 async def _resume_session(
@@ -118,9 +118,11 @@ async def _resume_session(
         metrics.resumes.labels(outcome).inc()
         await close_with_error(websocket, error)
         return
-    metrics.resumes.labels("resumed").inc()
+    # Counted as "resumed" by the session once it serves the connection: a later resume
+    # may displace this one first.
     await attachment.released.wait()
     if attachment.refusal is not None:
+        metrics.resumes.labels(attachment.refusal.outcome).inc()
         await close_with_error(websocket, attachment.refusal)
 
 

@@ -67,6 +67,7 @@ CLOSE_RESUME_EXPIRED = 4404
 CLOSE_RESUME_REUSED = 4409
 CLOSE_RESUME_RESULTS_GONE = 4410
 CLOSE_RESUME_MISDIRECTED = 4421
+CLOSE_RESUME_THROTTLED = 4429
 
 
 class ResumeError(GatewayError):
@@ -95,6 +96,20 @@ class ResumeReusedError(ResumeError):
 
     close_code = CLOSE_RESUME_REUSED
     outcome = "reused"
+
+
+class ResumeDisplacedError(ResumeReusedError):
+    """A later resume of the same session took it over before this one was served."""
+
+    outcome = "displaced"
+
+
+class ResumeThrottledError(ResumeError):
+    """The session was resumed more often than ASR_MAX_RESUMES_PER_MINUTE allows; the
+    token is not used up, and the same resume may come again a little later."""
+
+    close_code = CLOSE_RESUME_THROTTLED
+    outcome = "throttled"
 
 
 class ResultsGoneError(ResumeError):

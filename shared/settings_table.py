@@ -196,6 +196,15 @@ AGENT_PORT = Setting(
     " weight (`ready up 75%`), `drain` while draining, `down` with no ready worker",
     shown="off",
 )
+AGENT_HOST = Setting(
+    "ASR_AGENT_HOST",
+    OrNone(Text("an address to listen on")),
+    None,
+    "where `ASR_AGENT_PORT` listens: `0.0.0.0` (or `::`) for a balancer on another host."
+    " Bare uvicorn does not tell its app its `--host`, so there the default is the"
+    " loopback only",
+    shown="`python -m gateway`'s `--host`; `127.0.0.1` under bare uvicorn",
+)
 RESUME_WINDOW = Setting(
     "ASR_RESUME_WINDOW",
     SECONDS,
@@ -210,6 +219,21 @@ MAX_PARKED_SESSIONS = Setting(
     64,
     "resumable sessions parked at once (each holds its place, its streams and up to 256 KiB"
     " of results); a drop past it closes the session (`0`: no resumes)",
+)
+MAX_PARKED_PER_CLIENT = Setting(
+    "ASR_MAX_PARKED_PER_CLIENT",
+    AT_LEAST_0,
+    8,
+    "resumable sessions of one client address parked at once, so that one client cannot take"
+    " every parking place; a drop past it closes that session (`0`: no share of its own)",
+)
+MAX_RESUMES_PER_MINUTE = Setting(
+    "ASR_MAX_RESUMES_PER_MINUTE",
+    Number("resumes", zero=False),
+    30.0,
+    "resumes one session may take a minute, 5 of them at once; one more is refused with 4429"
+    " (the token still works a moment later): each resume sends its unacknowledged results"
+    " again",
 )
 REPLICA_ID = Setting(
     "ASR_REPLICA_ID",
@@ -481,8 +505,11 @@ SETTINGS: tuple[Setting[Any], ...] = (
     DRAIN_TIMEOUT,
     DRAIN_DELAY,
     AGENT_PORT,
+    AGENT_HOST,
     RESUME_WINDOW,
     MAX_PARKED_SESSIONS,
+    MAX_PARKED_PER_CLIENT,
+    MAX_RESUMES_PER_MINUTE,
     REPLICA_ID,
     GC_TUNING,
     SLOT_BYTES,

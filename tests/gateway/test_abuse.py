@@ -14,6 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
+from gateway.limits import MAX_EMPTY_UTTERANCES
 from gateway.settings import GatewaySettings
 from tests.gateway.checksums import END, checksum, config
 from tests.gateway.test_app import SETTINGS, expect_error, receive_until_final, send, wait_until
@@ -132,6 +133,54 @@ def test_an_empty_utterance_is_not_waiting_for_audio() -> None:
         time.sleep(0.5)
         send(ws, [config(), b"\x05\x06", END])
         assert receive_until_final(ws)[-1]["text"] == checksum(b"\x05\x06")
+
+
+def test_configs_and_ends_without_audio_do_not_put_off_the_idle_timeout() -> None:
+    """Configs and ends cost a client nothing: a cycle of them every 100 ms held a place
+    for ever. Only audio (20 ms of it) or a result waited for puts the deadline off."""
+    settings = replace(SETTINGS, idle_timeout_s=0.5)
+    stop, stopped = threading.Event(), threading.Event()
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+
+        def keep_cycling() -> None:
+            deadline = time.monotonic() + 10
+            while not stop.is_set() and time.monotonic() < deadline:
+                send(ws, [config(), END])
+                time.sleep(0.1)
+            stopped.set()
+
+        sender = threading.Thread(target=keep_cycling)
+        sender.start()
+        try:
+            error = expect_error(ws, 1008)
+            assert not stopped.is_set(), "closed only once the frames stopped"
+        finally:
+            stop.set()
+            sender.join()
+    assert "ASR_IDLE_TIMEOUT" in error["message"]
+
+
+def test_audio_puts_off_the_idle_timeout() -> None:
+    settings = replace(SETTINGS, idle_timeout_s=0.5)
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+        send(ws, [config()])
+        for _ in range(10):  # 1 s in all, 20 ms of audio every 100 ms
+            send(ws, [bytes(640)])
+            time.sleep(0.1)
+        send(ws, [END])
+        assert receive_until_final(ws)[-1]["text"] == checksum(bytes(6400))
+
+
+def test_utterances_without_audio_are_bounded_per_session() -> None:
+    with TestClient(create_app(SETTINGS)) as client, client.websocket_connect("/") as ws:
+        for _ in range(MAX_EMPTY_UTTERANCES):
+            send(ws, [config(), bytes(638), END])  # less than 20 ms: empty
+            receive_until_final(ws)
+        send(ws, [config(), END])
+        error = expect_error(ws, 1008)
+    assert error["message"] == (
+        f"more than {MAX_EMPTY_UTTERANCES} utterances ended with no audio (less than 20 ms)"
+    )
 
 
 # --- waiting for a place ------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.limits import SessionLimits
+from gateway.limits import MAX_EMPTY_UTTERANCES, SessionLimits
 from gateway.protocol import (
     AudioReceived,
     ConfigReceived,
@@ -24,40 +24,92 @@ SETTINGS = replace(
     config_timeout_s=10.0,
     first_audio_timeout_s=30.0,
     max_frames_per_s=2.0,
-    max_session_s=1.0,
+    max_session_s=10.0,
 )
 CONFIG = ConfigReceived(SessionConfig())
 
 
 def test_the_first_config_is_due_within_its_timeout_of_the_start() -> None:
     limits = SessionLimits(SETTINGS, now=100.0)
-    deadline = limits.next_frame(ParserState.AWAITING_CONFIG, owed=False, now=105.0)
+    deadline = limits.next_frame(ParserState.AWAITING_CONFIG, owed=False)
     assert deadline.at == 110.0
     assert "ASR_CONFIG_TIMEOUT" in deadline.why
 
 
 def test_a_configs_first_audio_is_due_within_its_timeout() -> None:
     limits = SessionLimits(SETTINGS, now=0.0)
-    limits.event(CONFIG, 16000, now=50.0)
-    deadline = limits.next_frame(ParserState.STREAMING, owed=False, now=60.0)
-    assert deadline.at == 80.0
+    limits.event(CONFIG, 16000, now=20.0)
+    deadline = limits.next_frame(ParserState.STREAMING, owed=False)
+    assert deadline.at == 50.0
     assert "ASR_FIRST_AUDIO_TIMEOUT" in deadline.why
-    limits.event(AudioReceived(bytes(2)), 16000, now=61.0)
-    deadline = limits.next_frame(ParserState.STREAMING, owed=False, now=62.0)
-    assert deadline.at == 122.0
+    limits.event(AudioReceived(bytes(640)), 16000, now=41.0)
+    deadline = limits.next_frame(ParserState.STREAMING, owed=False)
+    assert deadline.at == 101.0
     assert "ASR_IDLE_TIMEOUT" in deadline.why
+
+
+def test_a_config_never_puts_the_idle_deadline_off() -> None:
+    """The first audio is due by the idle deadline if that comes first: a config (or an
+    end, an update) costs nothing to send, and sent every minute it held a place for ever."""
+    limits = SessionLimits(SETTINGS, now=0.0)
+    limits.event(CONFIG, 16000, now=50.0)
+    assert limits.next_frame(ParserState.STREAMING, owed=False).at == 60.0
+    limits.event(EndOfUtterance(), 16000, now=51.0)
+    assert limits.next_frame(ParserState.ENDED, owed=False).at == 60.0
+
+
+def test_only_20_ms_of_audio_puts_the_idle_deadline_off() -> None:
+    limits = SessionLimits(SETTINGS, now=0.0)
+    limits.event(CONFIG, 16000, now=0.0)
+    limits.event(AudioReceived(bytes(2)), 16000, now=30.0)  # one sample
+    assert limits.next_frame(ParserState.STREAMING, owed=False).at == 60.0
+    limits.event(AudioReceived(bytes(638)), 16000, now=40.0)  # 20 ms in all
+    assert limits.next_frame(ParserState.STREAMING, owed=False).at == 100.0
+    limits.event(AudioReceived(bytes(320)), 8000, now=50.0)  # 20 ms at 8 kHz
+    assert limits.next_frame(ParserState.STREAMING, owed=False).at == 110.0
+
+
+def test_the_result_a_client_waited_for_puts_the_idle_deadline_off() -> None:
+    limits = SessionLimits(SETTINGS, now=0.0)
+    limits.event(CONFIG, 16000, now=0.0)
+    limits.event(AudioReceived(bytes(640)), 16000, now=1.0)
+    limits.event(EndOfUtterance(), 16000, now=1.0)
+    limits.results_sent(now=70.0)  # a long decode
+    assert limits.next_frame(ParserState.ENDED, owed=False).at == 130.0
+
+
+def test_the_results_of_an_empty_utterance_do_not_put_the_idle_deadline_off() -> None:
+    limits = SessionLimits(SETTINGS, now=0.0)
+    limits.event(CONFIG, 16000, now=50.0)
+    limits.event(EndOfUtterance(), 16000, now=50.0)
+    limits.results_sent(now=51.0)
+    assert limits.next_frame(ParserState.ENDED, owed=False).at == 60.0
 
 
 def test_an_empty_utterance_waits_for_no_audio() -> None:
     limits = SessionLimits(SETTINGS, now=0.0)
     limits.event(CONFIG, 16000, now=0.0)
     limits.event(EndOfUtterance(), 16000, now=1.0)
-    assert limits.next_frame(ParserState.ENDED, owed=False, now=2.0).at == 62.0
+    assert limits.next_frame(ParserState.ENDED, owed=False).at == 60.0
+
+
+def test_empty_utterances_are_bounded() -> None:
+    limits = SessionLimits(SETTINGS, now=0.0)
+    for _ in range(MAX_EMPTY_UTTERANCES):
+        limits.event(CONFIG, 16000, now=0.0)
+        limits.event(AudioReceived(bytes(638)), 16000, now=0.0)  # under 20 ms: empty
+        limits.event(EndOfUtterance(), 16000, now=0.0)
+    limits.event(CONFIG, 16000, now=0.0)
+    limits.event(AudioReceived(bytes(640)), 16000, now=0.0)  # 20 ms: not empty
+    limits.event(EndOfUtterance(), 16000, now=0.0)
+    limits.event(CONFIG, 16000, now=0.0)
+    with pytest.raises(ProtocolError, match="utterances ended with no audio"):
+        limits.event(EndOfUtterance(), 16000, now=0.0)
 
 
 def test_a_client_owed_a_result_may_wait_for_it_untimed() -> None:
     limits = SessionLimits(SETTINGS, now=0.0)
-    assert limits.next_frame(ParserState.ENDED, owed=True, now=2.0).at == math.inf
+    assert limits.next_frame(ParserState.ENDED, owed=True).at == math.inf
 
 
 def test_frames_are_counted_by_how_little_audio_they_carry() -> None:
@@ -78,14 +130,14 @@ def test_a_frame_at_8_khz_is_counted_as_its_16_khz_audio() -> None:
 
 
 def test_the_sessions_audio_is_bounded() -> None:
-    limits = SessionLimits(SETTINGS, now=0.0)  # one second
-    limits.event(AudioReceived(bytes(32000)), 16000, now=0.0)
+    limits = SessionLimits(SETTINGS, now=0.0)  # ten seconds
+    limits.event(AudioReceived(bytes(320_000)), 16000, now=0.0)
     with pytest.raises(ProtocolError, match="ASR_MAX_SESSION_SECONDS"):
         limits.event(AudioReceived(bytes(2)), 16000, now=0.0)
 
 
 def test_audio_at_8_khz_counts_as_its_16_khz_length() -> None:
     limits = SessionLimits(SETTINGS, now=0.0)
-    limits.event(AudioReceived(bytes(16000)), 8000, now=0.0)  # one second at 8 kHz
+    limits.event(AudioReceived(bytes(160_000)), 8000, now=0.0)  # ten seconds at 8 kHz
     with pytest.raises(ProtocolError, match="ASR_MAX_SESSION_SECONDS"):
         limits.event(AudioReceived(bytes(2)), 8000, now=0.0)

@@ -17,19 +17,28 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.client import connect
 
 from gateway.client import Transcript, transcribe
 from tests.gateway.checksums import END, checksum, config
 from tests.gateway.cutting_proxy import Cut, cutting_proxy, random_cuts
+from tests.gateway.resume_helpers import (
+    FRAME_BYTES,
+    KEY_A,
+    KEY_B,
+    drop,
+    metric,
+    open_resumable,
+    refused,
+    results_up_to,
+    resume,
+    until_metric,
+)
 from tests.gateway.uvicorn_server import Server, serve
 
 pytestmark = pytest.mark.anyio
 
-KEY_A, KEY_B = "resume-key-a", "resume-key-b"
 REPLICA = "replica-a"
 ENV = {
     "ASR_MODEL": "checksum",
@@ -38,7 +47,6 @@ ENV = {
     "ASR_REPLICA_ID": REPLICA,
 }
 RATE = 16_000
-FRAME_BYTES = 1920  # what gateway.client sends: 60 ms x chunk_size[1] / chunk_interval
 
 
 @pytest.fixture
@@ -153,143 +161,75 @@ async def test_a_session_cut_twice_with_the_tiny_paraformer(
 # -- misuse and limits -------------------------------------------------------------------
 
 
-async def _open(
-    url: str, key: str = KEY_A, query: str = ""
-) -> tuple[ClientConnection, dict[str, Any]]:
-    """A resumable session with one chunk of audio sent; its session frame."""
-    websocket = await connect(
-        url + query,
-        compression=None,
-        additional_headers={"Authorization": f"Bearer {key}"},
-    )
-    await websocket.send(config(resumable=True))
-    session = json.loads(await websocket.recv())
-    assert session["type"] == "session"
-    assert not session["resumed"]
-    await websocket.send(bytes(2 * FRAME_BYTES * 10))  # 1.2 s: two results
-    return websocket, session
-
-
-async def _results_up_to(websocket: ClientConnection, count: int) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = []
-    while len(results) < count:
-        message = json.loads(await websocket.recv())
-        if "result_id" in message:
-            results.append(message)
-    return results
-
-
-def _drop(websocket: ClientConnection) -> None:
-    """Lose the connection as a phone changing cell does: no close frame."""
-    websocket.transport.abort()
-
-
-async def _resume(
-    url: str, token: str, last_result: int = 0, key: str = KEY_A
-) -> tuple[ClientConnection, dict[str, Any]]:
-    websocket = await connect(
-        f"{url}?resume={token}&last_result={last_result}",
-        compression=None,
-        additional_headers={"Authorization": f"Bearer {key}"},
-    )
-    return websocket, json.loads(await websocket.recv())
-
-
-async def _refused(url: str, token: str, last_result: int = 0, key: str = KEY_A) -> int:
-    """A resume that must fail: its error frame's code, which is also its close code."""
-    websocket, frame = await _resume(url, token, last_result, key)
-    assert frame["type"] == "error", frame
-    with pytest.raises(ConnectionClosed) as closed:
-        await websocket.recv()
-    assert closed.value.rcvd is not None
-    assert closed.value.rcvd.code == frame["code"]
-    code: int = frame["code"]
-    return code
-
-
-async def _metric(server: Server, name: str) -> float:
-    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
-        text = (await http.get("/metrics", headers={"Authorization": f"Bearer {KEY_A}"})).text
-    lines = [line for line in text.splitlines() if line.startswith(name + " ")]
-    return float(lines[0].split()[1]) if lines else 0.0
-
-
-async def _until_metric(server: Server, name: str, value: float) -> None:
-    """Wait (up to 5 s) for a metric to read ``value``: the server updates it as it goes."""
-    with anyio.fail_after(5):
-        while await _metric(server, name) != value:  # noqa: ASYNC110 (another process)
-            await anyio.sleep(0.05)
-
-
 async def test_misused_tokens_are_refused_each_with_its_code(log_dir: Path) -> None:
     async with serve(ENV, log_dir / "misuse.log") as server:
         url = server.url
-        websocket, session = await _open(url)
-        await _results_up_to(websocket, 2)
+        websocket, session = await open_resumable(url)
+        await results_up_to(websocket, 2)
         token = session["resume_token"]
-        _drop(websocket)
+        drop(websocket)
 
         # Not a token of ours: malformed, forged, or another replica's.
-        assert await _refused(url, "not-a-token") == 4400
+        assert await refused(url, "not-a-token") == 4400
         replica, session_id, generation, mac = token.split(".")
         forged = f"{replica}.{session_id}.{generation}.{'A' * len(mac)}"
-        assert await _refused(url, forged) == 4400
+        assert await refused(url, forged) == 4400
         elsewhere = f"replica-b.{session_id}.{generation}.{mac}"
-        websocket, frame = await _resume(url, elsewhere)
+        websocket, frame = await resume(url, elsewhere)
         assert frame["code"] == 4421
         assert "replica-b" in frame["message"]
         await websocket.close()
         # Another API key, and results the server never issued: refused, and neither uses
         # up the token.
-        assert await _refused(url, token, key=KEY_B) == 4403
-        assert await _refused(url, token, last_result=99) == 4410
+        assert await refused(url, token, key=KEY_B) == 4403
+        assert await refused(url, token, last_result=99) == 4410
 
-        resumed, frame = await _resume(url, token, last_result=2)
+        resumed, frame = await resume(url, token, last_result=2)
         assert frame["resumed"]
         assert frame["last_result"] == 2
         await resumed.send(bytes(2 * FRAME_BYTES))  # the client has read its new token
         # The used token again: refused (4409), and the live connection is untouched.
-        assert await _refused(url, token, last_result=2) == 4409
+        assert await refused(url, token, last_result=2) == 4409
         await resumed.send(END)
-        (final,) = await _results_up_to(resumed, 1)
+        (final,) = await results_up_to(resumed, 1)
         assert final["is_final"]
         assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 11))
         await resumed.close()
-        assert await _metric(server, 'asr_resumes_total{outcome="reused"}') == 1
-        assert await _metric(server, 'asr_resumes_total{outcome="resumed"}') == 1
+        assert await metric(server, 'asr_resumes_total{outcome="reused"}') == 1
+        assert await metric(server, 'asr_resumes_total{outcome="resumed"}') == 1
 
 
 async def test_a_resume_whose_answer_was_lost_may_use_its_token_again(log_dir: Path) -> None:
     """A resume's session frame (with the next token) lost with its connection: the token
     it used still works, once, for as long as the client cannot have read the next one."""
     async with serve(ENV, log_dir / "lost-answer.log") as server:
-        websocket, session = await _open(server.url)
-        await _results_up_to(websocket, 2)
-        _drop(websocket)
-        lost, frame = await _resume(server.url, session["resume_token"], last_result=2)
-        _drop(lost)  # as if its session frame had never arrived
-        again, frame_again = await _resume(server.url, session["resume_token"], last_result=2)
+        websocket, session = await open_resumable(server.url)
+        await results_up_to(websocket, 2)
+        drop(websocket)
+        lost, frame = await resume(server.url, session["resume_token"], last_result=2)
+        drop(lost)  # as if its session frame had never arrived
+        again, frame_again = await resume(server.url, session["resume_token"], last_result=2)
         assert frame_again["resumed"]
         assert frame_again["resume_token"] == frame["resume_token"]
         await again.send(END)
-        assert [m["is_final"] for m in await _results_up_to(again, 1)] == [True]
+        assert [m["is_final"] for m in await results_up_to(again, 1)] == [True]
         await again.close()
 
 
 async def test_a_session_not_resumed_within_its_window_is_closed(log_dir: Path) -> None:
     env = {"ASR_RESUME_WINDOW": "0.5", "ASR_MAX_SESSIONS": "1"}
     async with serve({**ENV, **env}, log_dir / "window.log") as server:
-        websocket, session = await _open(server.url)
-        await _results_up_to(websocket, 2)
-        _drop(websocket)
+        websocket, session = await open_resumable(server.url)
+        await results_up_to(websocket, 2)
+        drop(websocket)
         # Parked, it holds the one place: a new session is refused.
-        await _until_metric(server, "asr_sessions_parked", 1)
+        await until_metric(server, "asr_sessions_parked", 1)
         full = await connect(server.url, additional_headers={"Authorization": f"Bearer {KEY_A}"})
         assert json.loads(await full.recv())["code"] == 1013
         await anyio.sleep(1.0)
-        assert await _refused(server.url, session["resume_token"], last_result=2) == 4404
-        assert await _metric(server, "asr_sessions_parked") == 0
-        await _until_metric(server, "asr_sessions_active", 0)
+        assert await refused(server.url, session["resume_token"], last_result=2) == 4404
+        assert await metric(server, "asr_sessions_parked") == 0
+        await until_metric(server, "asr_sessions_active", 0)
 
 
 async def test_parking_is_bounded(log_dir: Path) -> None:
@@ -297,16 +237,16 @@ async def test_parking_is_bounded(log_dir: Path) -> None:
     waits for its resume."""
     env = {"ASR_MAX_PARKED_SESSIONS": "1"}
     async with serve({**ENV, **env}, log_dir / "parking.log") as server:
-        first, first_session = await _open(server.url)
-        second, second_session = await _open(server.url)
-        await _results_up_to(first, 2)
-        await _results_up_to(second, 2)
-        _drop(first)
-        await _until_metric(server, "asr_sessions_parked", 1)
-        _drop(second)
-        await _until_metric(server, "asr_parking_refused_total", 1)
-        assert await _refused(server.url, second_session["resume_token"], 2) == 4404
-        resumed, frame = await _resume(server.url, first_session["resume_token"], 2)
+        first, first_session = await open_resumable(server.url)
+        second, second_session = await open_resumable(server.url)
+        await results_up_to(first, 2)
+        await results_up_to(second, 2)
+        drop(first)
+        await until_metric(server, "asr_sessions_parked", 1)
+        drop(second)
+        await until_metric(server, "asr_parking_refused_total", 1)
+        assert await refused(server.url, second_session["resume_token"], 2) == 4404
+        resumed, frame = await resume(server.url, first_session["resume_token"], 2)
         assert frame["resumed"]
         await resumed.close()
 
@@ -315,16 +255,16 @@ async def test_a_resume_as_the_first_frame(log_dir: Path) -> None:
     """``{"resume": TOKEN, "last_result": K}`` as a connection's first frame, for clients
     that would rather not put the token in the URL (proxies log URLs)."""
     async with serve(ENV, log_dir / "first-frame.log") as server:
-        websocket, session = await _open(server.url)
-        results = await _results_up_to(websocket, 2)
-        _drop(websocket)
+        websocket, session = await open_resumable(server.url)
+        results = await results_up_to(websocket, 2)
+        drop(websocket)
         resumed = await connect(server.url, additional_headers={"Authorization": f"Bearer {KEY_A}"})
         await resumed.send(json.dumps({"resume": session["resume_token"], "last_result": 1}))
         frame = json.loads(await resumed.recv())
         assert frame["resumed"]
         assert frame["samples"] == FRAME_BYTES * 10
         # The result after 1 comes again; the client did not have it.
-        assert (await _results_up_to(resumed, 1))[0]["text"] == results[1]["text"]
+        assert (await results_up_to(resumed, 1))[0]["text"] == results[1]["text"]
         await resumed.close()
 
 
@@ -334,17 +274,17 @@ async def test_a_session_parked_when_the_drain_starts_can_still_resume_for_its_r
     """SIGTERM while a session is parked mid-utterance: a resume within the drain timeout
     is served (its final result, exact), then closed with 1012 as a live session is."""
     async with serve({**ENV, "ASR_DRAIN_TIMEOUT": "10"}, log_dir / "drain.log") as server:
-        websocket, session = await _open(server.url)
-        await _results_up_to(websocket, 2)
-        _drop(websocket)
-        await _until_metric(server, "asr_sessions_parked", 1)
+        websocket, session = await open_resumable(server.url)
+        await results_up_to(websocket, 2)
+        drop(websocket)
+        await until_metric(server, "asr_sessions_parked", 1)
         server.terminate()
         await anyio.sleep(0.3)  # the drain has begun: readyz would say 503
-        resumed, frame = await _resume(server.url, session["resume_token"], last_result=2)
+        resumed, frame = await resume(server.url, session["resume_token"], last_result=2)
         assert frame["resumed"]
         assert not frame["input_ended"]
         await resumed.send(END)
-        (final,) = await _results_up_to(resumed, 1)
+        (final,) = await results_up_to(resumed, 1)
         assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 10))
         error = json.loads(await resumed.recv())
         assert error["code"] == 1012
@@ -364,16 +304,16 @@ async def test_a_parked_offline_utterance_keeps_its_audio_in_the_budget(log_dir:
         with anyio.fail_after(5):
             while json.loads(await websocket.recv()).get("samples") != FRAME_BYTES * 10:
                 pass  # until the ack says the server has it all
-        _drop(websocket)
-        await _until_metric(server, "asr_sessions_parked", 1)
-        assert await _metric(server, "asr_buffered_audio_seconds") == 1.2
-        resumed, frame = await _resume(server.url, session["resume_token"])
+        drop(websocket)
+        await until_metric(server, "asr_sessions_parked", 1)
+        assert await metric(server, "asr_buffered_audio_seconds") == 1.2
+        resumed, frame = await resume(server.url, session["resume_token"])
         assert frame["samples"] == FRAME_BYTES * 10
         await resumed.send(END)
-        (final,) = await _results_up_to(resumed, 1)
+        (final,) = await results_up_to(resumed, 1)
         assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 10))
         await resumed.close()
-        await _until_metric(server, "asr_buffered_audio_seconds", 0)
+        await until_metric(server, "asr_buffered_audio_seconds", 0)
 
 
 def _masked_frame(payload: bytes) -> bytes:
@@ -397,16 +337,16 @@ async def test_a_cut_in_the_middle_of_a_frame_and_of_a_sample(log_dir: Path) -> 
         session = json.loads(await websocket.recv())
         await websocket.send(pcm[:19_200])
         await websocket.send(pcm[19_200:20_201])  # ends with the first byte of a sample
-        await _results_up_to(websocket, 1)
+        await results_up_to(websocket, 1)
         half = _masked_frame(pcm[20_201:24_201])
         websocket.transport.write(half[: len(half) // 2])
         await anyio.sleep(0.2)  # on the wire, unacknowledged by any frame of ours
-        _drop(websocket)
-        resumed, frame = await _resume(server.url, session["resume_token"], last_result=1)
+        drop(websocket)
+        resumed, frame = await resume(server.url, session["resume_token"], last_result=1)
         assert frame["samples"] == 20_201 // 2  # not the odd byte, not the half frame
         await resumed.send(pcm[2 * frame["samples"] :])
         await resumed.send(END)
-        results = await _results_up_to(resumed, 3)  # the 2nd and 3rd chunks', the final
+        results = await results_up_to(resumed, 3)  # the 2nd and 3rd chunks', the final
         assert [r["is_final"] for r in results] == [False, False, True]
         assert results[-1]["text"] == checksum(pcm)
         await resumed.close()

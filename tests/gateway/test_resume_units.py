@@ -4,12 +4,13 @@ the resume query."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from gateway.outbox import Outbox
+from gateway.outbox import RESUME_BYTES, Outbox
 from gateway.protocol import ProtocolParser, ResumeRequested
 from gateway.resume import ResumableSessions, ResumeQuery, resume_query
 from gateway.resume_token import TokenClaim, TokenSigner, new_session_id
@@ -84,11 +85,23 @@ def test_a_genuine_token_of_a_session_no_longer_held_has_expired() -> None:
 
 def test_parking_places_are_bounded() -> None:
     sessions = ResumableSessions("gw-1", 30.0, 2)
-    assert sessions.try_park()
-    assert sessions.try_park()
-    assert not sessions.try_park()
-    sessions.unpark()
-    assert sessions.try_park()
+    assert sessions.try_park("a")
+    assert sessions.try_park("b")
+    assert not sessions.try_park("c")
+    sessions.unpark("a")
+    assert sessions.try_park("c")
+
+
+def test_one_client_takes_at_most_its_share_of_the_parking_places() -> None:
+    sessions = ResumableSessions("gw-1", 30.0, 4, max_parked_per_client=2)
+    assert sessions.try_park("a")
+    assert sessions.try_park("a")
+    assert not sessions.try_park("a")
+    assert sessions.try_park("b")  # another client still parks
+    sessions.unpark("a")
+    assert sessions.try_park("a")
+    assert sessions.try_park("b")
+    assert not sessions.try_park("c")  # all four taken
 
 
 # -- the resume query and frame ----------------------------------------------------------
@@ -200,3 +213,36 @@ async def test_put_waits_while_the_unsent_frames_fill_the_bound() -> None:
         outbox.sent(1)
         with anyio.fail_after(1):
             await done.wait()
+
+
+@pytest.mark.parametrize("wav_name", ["meeting-01.wav", "会议记录.wav", "🎤 take 2.wav"])
+async def test_a_full_resumable_outbox_holds_at_most_its_bound_in_memory(wav_name: str) -> None:
+    """Measured with tracemalloc, not counted: a resumable session's outbox, full of sent
+    and unsent results, holds at most RESUME_BYTES whatever characters its frames have
+    (a str with one emoji is 4 bytes a character)."""
+
+    def result(index: int) -> str:
+        frame = {"mode": "2pass-online", "text": "识别结果" * 3, "wav_name": wav_name}
+        return json.dumps({**frame, "is_final": False, "i": index}, ensure_ascii=False)
+
+    frames = [result(index) for index in range(20_000)]  # made before measuring
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        outbox = Outbox()
+        outbox.number_from_now()
+        for index in range(5_000):  # sent, kept for a resume: far more than it keeps
+            await outbox.put(frames[index])
+            outbox.sent(index + 1)
+        index = 5_000
+        while True:  # unsent, until the writer would wait
+            with anyio.move_on_after(0.01) as waited:
+                await outbox.put(frames[index])
+            if waited.cancelled_caught:
+                break
+            index += 1
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert index > 5_300  # hundreds of frames unsent: the bound, not one frame, is measured
+    assert RESUME_BYTES * 0.8 < held <= RESUME_BYTES * 1.02, held
