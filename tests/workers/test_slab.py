@@ -51,3 +51,13 @@ def test_write_must_fit_the_slot() -> None:
 def test_slab_names_carry_the_owner_pid() -> None:
     with Slab(SlabLayout(slot_bytes=2, slot_count=1)) as slab:
         assert str(os.getpid()) in slab.name
+
+
+def test_every_page_is_allocated_when_the_slab_is_made() -> None:
+    """A tmpfs page first touched when /dev/shm is full is a SIGBUS in the writer (the
+    server): the slab must hold its pages before any audio is written."""
+    layout = SlabLayout(slot_bytes=32768, slot_count=8)
+    with Slab(layout) as slab:
+        stat = (Path("/dev/shm") / slab.name).stat()
+        assert stat.st_size == layout.size
+        assert stat.st_blocks * 512 >= layout.size

@@ -30,8 +30,9 @@ from shared.settings import PoolSettings
 from workers.engines import EngineLoader, load_engine
 from workers.ipc.channel import Channel, QueueChannel, ShmChannel
 from workers.ipc.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
+from workers.ipc.os_error import describe
 from workers.ipc.sender import CommandSender, QueueSender, ShmSender, open_header
-from workers.ipc.slab import Slab
+from workers.ipc.slab import Slab, SlabError
 from workers.ipc.wire import CommandHeader, CommandKind, SlabLayout
 
 KILL_GRACE_S = 2.0
@@ -120,41 +121,58 @@ class WorkerHandle:
     async def start(self) -> WorkerReady:
         """Spawn the worker and wait until it has loaded its engine.
 
-        Raises :class:`WorkerLoadError` with the worker's own error when it cannot load.
+        Raises :class:`WorkerLoadError` with the worker's own error when it cannot load, or
+        with what the parent could not make for it (a pipe, its slab, the process: no
+        descriptor free, no room in /dev/shm). ``close()`` releases what was made.
         """
         context = multiprocessing.get_context("spawn")
-        results, results_child = context.Pipe(duplex=False)
-        channel: Channel
-        if self._settings.transport == "shm":
-            self._slab = Slab(self._layout)
-            commands_child, commands = context.Pipe(duplex=False)
-            channel = ShmChannel(commands_child, self._slab.name, self._layout)
-            self._sender = ShmSender(commands, self._slab)
-        else:
-            queue = context.Queue()
-            channel = QueueChannel(queue)
-            self._sender = QueueSender(queue)
-            commands_child = None
-        self._results = results
-        policy = BatchPolicy(
-            self._settings.max_batch,
-            self._settings.batch_wait_s,
-            self._settings.chunk_deadline_s,
-        )
-        launch = WorkerLaunch(self.spec, channel, results_child, policy, self._settings.worker_nice)
-        self._process = context.Process(
-            target=run_entry_point,
-            args=(WORKER_MAIN, launch, self._engine_loader),
-            name=f"asr-worker-{self.index}",
-            daemon=True,
-        )
+        child_ends: list[Connection] = []
+        doing = "opening its results pipe"
         try:
+            self._results, results_child = context.Pipe(duplex=False)
+            child_ends.append(results_child)
+            channel: Channel
+            if self._settings.transport == "shm":
+                doing = "creating its slab"
+                self._slab = Slab(self._layout)
+                doing = "opening its command pipe"
+                commands_child, commands = context.Pipe(duplex=False)
+                child_ends.append(commands_child)
+                self._sender = ShmSender(commands, self._slab)
+                channel = ShmChannel(commands_child, self._slab.name, self._layout)
+            else:
+                doing = "opening its command queue"
+                queue = context.Queue()
+                channel = QueueChannel(queue)
+                self._sender = QueueSender(queue)
+            policy = BatchPolicy(
+                self._settings.max_batch,
+                self._settings.batch_wait_s,
+                self._settings.chunk_deadline_s,
+            )
+            launch = WorkerLaunch(
+                self.spec, channel, results_child, policy, self._settings.worker_nice
+            )
+            doing = "spawning its process"
+            self._process = context.Process(
+                target=run_entry_point,
+                args=(WORKER_MAIN, launch, self._engine_loader),
+                name=f"asr-worker-{self.index}",
+                daemon=True,
+            )
             self._process.start()
+        except (OSError, SlabError) as exc:
+            failure: WorkerLoadError | None = self._could_not_start(doing, exc)
+        else:
+            failure = None
         finally:
             # The child has its own copies; ours must go so that its death reads as EOF.
-            results_child.close()
-            if commands_child is not None:
-                commands_child.close()
+            for end in child_ends:
+                end.close()
+        if failure is not None:
+            # Raised here, not in the handler: the OSError's frames, and any descriptor a
+            # half-made spawn holds in them, are released with it.
+            raise failure
         try:
             with anyio.fail_after(self._settings.start_timeout_s):
                 first = await self._receive_one()
@@ -178,6 +196,16 @@ class WorkerHandle:
                 )
             case _:
                 raise WorkerLoadError(f"worker {self.index} sent {first!r} before ready")
+
+    def _could_not_start(self, doing: str, exc: OSError | SlabError) -> WorkerLoadError:
+        what = f"worker {self.index} ({self.spec.device}) could not start"
+        if isinstance(exc, SlabError):
+            layout = self._layout
+            return WorkerLoadError(
+                f"{what}: {exc} (ASR_SLOTS_PER_WORKER {layout.slot_count}"
+                f" x ASR_SLOT_BYTES {layout.slot_bytes})"
+            )
+        return WorkerLoadError(f"{what}, {doing}: {describe(exc)}")
 
     async def _receive_one(self) -> WorkerMessage | None:
         assert self._results is not None
