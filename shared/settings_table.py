@@ -97,8 +97,9 @@ IDLE_TIMEOUT = Setting(
     "ASR_IDLE_TIMEOUT",
     SECONDS,
     60.0,
-    "seconds a session may go without a frame while the server owes it nothing"
-    " (mid-utterance, or between utterances); then 1008",
+    "seconds a session may go without audio (20 ms of it) or a result it waited for, while"
+    " the server owes it nothing (mid-utterance, or between utterances); then 1008. Configs"
+    " and ends do not put it off",
 )
 CONFIG_TIMEOUT = Setting(
     "ASR_CONFIG_TIMEOUT",
@@ -218,7 +219,7 @@ MAX_PARKED_SESSIONS = Setting(
     AT_LEAST_0,
     64,
     "resumable sessions parked at once (each holds its place, its streams and up to 256 KiB"
-    " of results); a drop past it closes the session (`0`: no resumes)",
+    " of results, measured); a drop past it closes the session (`0`: no resumes)",
 )
 MAX_PARKED_PER_CLIENT = Setting(
     "ASR_MAX_PARKED_PER_CLIENT",

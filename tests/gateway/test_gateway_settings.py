@@ -132,6 +132,8 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_AGENT_PORT": ("10096", lambda s: s.agent_port, 10096),
     "ASR_RESUME_WINDOW": ("12.5", lambda s: s.resume_window_s, 12.5),
     "ASR_MAX_PARKED_SESSIONS": ("0", lambda s: s.max_parked_sessions, 0),
+    "ASR_MAX_PARKED_PER_CLIENT": ("0", lambda s: s.max_parked_per_client, 0),
+    "ASR_MAX_RESUMES_PER_MINUTE": ("6", lambda s: s.max_resumes_per_minute, 6.0),
     "ASR_REPLICA_ID": ("gw-2", lambda s: s.replica_id, "gw-2"),
     "ASR_GC_TUNING": ("off", lambda s: s.gc_tuning, False),
     "ASR_SLOT_BYTES": ("16384", lambda s: s.pool.slot_bytes, 16384),
