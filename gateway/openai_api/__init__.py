@@ -9,9 +9,13 @@ module                     what
                            ``verbose_json`` (sans I/O)
 ``errors``                 OpenAI's error JSON and the status codes its SDK maps to its
                            exception classes
-``realtime_events``        the Realtime API's transcription events, parsed and built
+``realtime_events``        the Realtime API's client events, parsed and bounded (sans I/O)
+``realtime_config``        a realtime session's configuration and its updates, validated
                            (sans I/O)
+``realtime_server_events`` the server events built from the configuration: the session,
+                           errors, items (sans I/O)
 ``realtime_turns``         a realtime session's input audio buffer and turns (sans I/O)
+``realtime_transcripts``   the session's results as transcription events (sans I/O)
 ``realtime``               ``/v1/realtime?intent=transcription``: the Realtime API
                            translated to and from FunASR's protocol, so that the session
                            behind it is the FunASR endpoint's own (``gateway.session``)

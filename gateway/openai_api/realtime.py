@@ -17,8 +17,12 @@ What is ours alone: the events a transcription session answers itself (``session
 and ``.updated``, the buffer's ``speech_started``, ``speech_stopped``, ``committed``,
 ``cleared``, and ``error``), and the limits on the events that never reach the session:
 
-- an event over ``max_event_chars`` (base64 of three of the session's largest frames: 48
-  kHz audio resampled to one) is refused with 1009, as a frame over ASR_MAX_FRAME_BYTES is;
+- an event over ASR_MAX_TEXT_BYTES that is not an append, or an append of more audio than
+  ASR_MAX_FRAME_BYTES of 16 kHz PCM is (in seconds), is refused with 1009, as a frame over
+  its limit is (``realtime_events``, which refuses most of them before parsing them);
+- an append's audio is decoded and resampled a second at a time, each second when the
+  session has taken the frames of the one before: one event costs the event loop a
+  second's work at a time, and the gateway one second's audio in each form;
 - events count against ASR_MAX_FRAMES_PER_SECOND as frames do: an append by how little
   audio it carries (20 ms or more is free), any other event one frame. (The frames an
   append becomes count again in the session's own bucket; an append too small to make a
@@ -42,20 +46,23 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.closing import CLOSE_GRACE_S, close_reason
 from gateway.metrics import GatewayMetrics
+from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
 from gateway.openai_api.realtime_events import (
     AudioAppended,
     BufferCleared,
     BufferCommitted,
-    EventIds,
-    RealtimeEventError,
-    RealtimeSettings,
+    EventLimits,
     SessionUpdate,
+    parse_client_event,
+)
+from gateway.openai_api.realtime_server_events import (
+    EventIds,
     encode,
     error_event,
-    parse_client_event,
     session_object,
 )
-from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient, Transcripts
+from gateway.openai_api.realtime_transcripts import Transcripts
+from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient
 from gateway.ratelimit import TokenBucket, frame_cost
 from gateway.resample import resampled_bytes
 from gateway.resume import owner_of
@@ -64,15 +71,16 @@ from gateway.transport import Transport, transport_of
 from gateway.websocket_endpoint import refused_handshake, serve_new_session
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
-    FrameTooLargeError,
     GatewayError,
     ProtocolError,
     ShuttingDownError,
 )
 
 logger = logging.getLogger(__name__)
+_NO_AUDIO = memoryview(b"")
 
 MAX_INVALID_EVENTS = 100
+APPEND_PIECE_S = 1.0  # an append's audio is decoded and resampled this much at a time
 SUBPROTOCOL = "realtime"  # what OpenAI's browser clients offer
 KEY_SUBPROTOCOL = "openai-insecure-api-key."  # and the key after it: no headers in a browser
 TRANSCRIPTION_INTENT = "transcription"
@@ -132,7 +140,8 @@ class RealtimeDialect:
         self._pending: deque[Output] = deque()
         self._started = False
         self._invalid_events = 0
-        self.max_event_chars = 4 * (3 * settings.max_frame_bytes + 2) // 3 + 4096
+        self._limits = EventLimits(settings.max_text_bytes, settings.max_frame_bytes)
+        self._unheard = _NO_AUDIO  # an append's audio not yet decoded: a piece at a time
         rate = settings.max_frames_per_s
         self._events_bucket = TokenBucket(rate, max(1.0, rate), anyio.current_time())
         self._expires_at = int(time.time() + settings.max_session_s)
@@ -145,7 +154,7 @@ class RealtimeDialect:
             max_turn_bytes=settings.max_segment_bytes,
             max_frame_bytes=settings.max_frame_bytes,
         )
-        self._transcripts = Transcripts(self._buffer)
+        self._transcripts = Transcripts(self._buffer, text_is_delta=serving.pool.text_is_delta)
         self._last_frame: str | None = None
         self._unsent_events: deque[Event] = deque()
 
@@ -164,7 +173,10 @@ class RealtimeDialect:
             await self._send_event(self._session_event("session.created"))
             self._pending.extend(self._buffer.start())
         while True:
-            while self._pending:
+            while self._pending or self._unheard:
+                if not self._pending:
+                    self._pending.extend(self._buffer.append(self._next_piece()))
+                    continue
                 output = self._pending.popleft()
                 if isinstance(output, ToClient):
                     # Found while taking audio (speech started or stopped, committed): sent
@@ -195,13 +207,8 @@ class RealtimeDialect:
             raise RealtimeEventError(
                 "invalid_event", "binary frames are not Realtime events: send JSON text"
             )
-        if len(text) > self.max_event_chars:
-            raise FrameTooLargeError(
-                f"an event is at most {self.max_event_chars} characters here"
-                " (ASR_MAX_FRAME_BYTES of audio, base64)"
-            )
         settings = self._buffer.settings
-        event = parse_client_event(text, settings)
+        event = parse_client_event(text, settings, self._limits)
         cost = 1.0
         if isinstance(event, AudioAppended):  # as the session's frames cost: by their audio
             pcm_bytes = len(event.audio) * (2 if settings.encoding != "pcm16" else 1)
@@ -213,7 +220,8 @@ class RealtimeDialect:
             )
         match event:
             case AudioAppended(audio=audio):
-                return self._buffer.append(audio)
+                self._unheard = memoryview(audio)
+                return []
             case BufferCommitted(event_id=event_id):
                 return self._buffer.commit(event_id)
             case BufferCleared():
@@ -222,6 +230,13 @@ class RealtimeDialect:
                 outputs = self._buffer.update(settings, dialect)
                 name = "session.updated" if dialect == "ga" else "transcription_session.updated"
                 return [*outputs, ToClient(self._session_event(name))]
+
+    def _next_piece(self) -> bytes:
+        settings = self._buffer.settings
+        size = int(APPEND_PIECE_S * settings.bytes_per_second) // 2 * 2
+        piece, rest = self._unheard[:size], self._unheard[size:]
+        self._unheard = rest if rest else _NO_AUDIO  # the append's bytes go with its last piece
+        return bytes(piece)
 
     async def _close_for(self, error: GatewayError) -> Message:
         """End the connection ourselves; the session behind sees the client gone."""

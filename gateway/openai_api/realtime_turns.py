@@ -1,5 +1,5 @@
-"""A realtime transcription session's input audio buffer, its turns, and its transcripts:
-OpenAI's Realtime events translated to FunASR's protocol and back (sans I/O).
+"""A realtime transcription session's input audio buffer and its turns: OpenAI's Realtime
+events translated to FunASR's protocol (sans I/O; the way back is ``realtime_transcripts``).
 
 Each turn (an OpenAI conversation item) is one FunASR utterance of the session behind
 (``gateway.session``), named by its item id (``wav_name``): a config opens it, its audio
@@ -18,10 +18,8 @@ resampler per turn as a FunASR utterance has one; a turn ends
 - at ``input_audio_buffer.clear``: its results are dropped, and so is what the resampler
   held.
 
-The session's results come back as FunASR frames (``Transcripts``): a streaming pass's
-text (``online`` or ``2pass-online``) becomes ``...input_audio_transcription.delta``
-events; the turn's final text (``2pass-offline``, the offline model's decode of the whole
-turn, when one is set; else the streaming pass's text) its ``.completed``.
+Each turn's :class:`ItemState` is kept here until its completed transcript, which
+``realtime_transcripts`` builds from the session's results.
 """
 
 from __future__ import annotations
@@ -34,16 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.endpointer import EndpointSettings, EnergyEndpointer
-from gateway.openai_api.realtime_events import (
+from gateway.openai_api.realtime_config import (
     Dialect,
     Encoding,
-    EventIds,
     RealtimeEventError,
     RealtimeSettings,
-    user_item,
 )
+from gateway.openai_api.realtime_server_events import EventIds, user_item
 from gateway.resample import PcmResampler
-from gateway.segment import join_texts
 from shared.messages import SAMPLE_RATE
 
 BYTES_PER_SECOND = 2 * SAMPLE_RATE
@@ -126,7 +122,9 @@ class ItemState:
 
     bytes: int = 0  # 16 kHz bytes sent to its utterance
     dropped: bool = False  # cleared, or silence only: its results are not sent
-    deltas: list[str] = field(default_factory=list)  # its streaming pass's texts
+    # Its streaming pass's text so far: its results' texts, or the last alone when the
+    # engine's text is a running value (``text_is_delta`` false).
+    texts: list[str] = field(default_factory=list)
     finals: list[str] = field(default_factory=list)  # its 2pass-offline texts
 
 
@@ -371,61 +369,3 @@ class InputBuffer:
 
 def _ms(position: int) -> int:
     return position * 1000 // BYTES_PER_SECOND
-
-
-# -- results ------------------------------------------------------------------------------
-
-
-class Transcripts:
-    """The session's FunASR result frames in, OpenAI's transcription events out."""
-
-    def __init__(self, buffer: InputBuffer) -> None:
-        self._buffer = buffer
-
-    def result(self, frame: dict[str, object]) -> list[Event]:
-        item_id = frame.get("wav_name")
-        state = self._buffer.items.get(item_id) if isinstance(item_id, str) else None
-        if state is None or not isinstance(item_id, str) or frame.get("is_end"):
-            return []
-        text = frame.get("text")
-        text = text if isinstance(text, str) else ""
-        final = frame.get("is_final") is True
-        events: list[Event] = []
-        if not state.dropped:
-            if frame.get("mode") == "2pass-offline":
-                state.finals.append(text)
-            elif text:
-                state.deltas.append(text)
-                events.append(self._delta(item_id, text))
-        if not final:
-            return events
-        del self._buffer.items[item_id]
-        if state.dropped:
-            return events
-        if frame.get("mode") == "2pass-offline":
-            transcript = join_texts(state.finals)
-        else:
-            transcript = "".join(state.deltas)
-        events.append(
-            {
-                "type": "conversation.item.input_audio_transcription.completed",
-                "item_id": item_id,
-                "content_index": 0,
-                "transcript": transcript,
-                "usage": {"type": "duration", "seconds": round(state.bytes / BYTES_PER_SECOND, 3)},
-            }
-        )
-        if self._buffer.dialect == "ga":
-            events.append(
-                {"type": "conversation.item.done", "item": user_item(item_id, transcript)}
-            )
-        return events
-
-    @staticmethod
-    def _delta(item_id: str, text: str) -> Event:
-        return {
-            "type": "conversation.item.input_audio_transcription.delta",
-            "item_id": item_id,
-            "content_index": 0,
-            "delta": text,
-        }

@@ -21,13 +21,13 @@ from gateway.openai_api.realtime_events import (
     parse_client_event,
     session_object,
 )
+from gateway.openai_api.realtime_transcripts import Transcripts
 from gateway.openai_api.realtime_turns import (
     G711_TABLES,
     InputBuffer,
     Output,
     ToClient,
     ToSession,
-    Transcripts,
 )
 from tests.openai.realtime_audio import wav_payload
 
@@ -245,7 +245,7 @@ def test_results_become_deltas_and_one_completed_per_turn() -> None:
     item = str(session_texts(turns.start())[0]["wav_name"])
     turns.append(loud(1.0))
     turns.commit(None)
-    transcripts = Transcripts(turns)
+    transcripts = Transcripts(turns, text_is_delta=True)
 
     def frame(mode: str, text: str, final: bool) -> dict[str, object]:
         return {"mode": mode, "text": text, "wav_name": item, "is_final": final}
@@ -260,3 +260,46 @@ def test_results_become_deltas_and_one_completed_per_turn() -> None:
     assert done[0]["transcript"] == "你好。 世界。"  # joined as FunASR joins segments
     assert done[0]["usage"] == {"type": "duration", "seconds": 1.0}
     assert transcripts.result(frame("2pass-offline", "late", True)) == []  # item forgotten
+
+
+def committed_item(turns: InputBuffer) -> str:
+    item = str(session_texts(turns.start())[0]["wav_name"])
+    turns.append(loud(1.0))
+    turns.commit(None)
+    return item
+
+
+def online(item: str, text: str, final: bool = False) -> dict[str, object]:
+    return {"mode": "online", "text": text, "wav_name": item, "is_final": final}
+
+
+def test_a_running_texts_deltas_are_what_each_adds_and_completed_is_the_last() -> None:
+    """An engine whose text is the pass's text so far (the checksum engine's): OpenAI's
+    deltas are new text, the completed transcript the last value, never their join."""
+    turns = buffer(RealtimeSettings(rate=16000, turn_detection=None))
+    item = committed_item(turns)
+    transcripts = Transcripts(turns, text_is_delta=False)
+    deltas = [
+        event["delta"]
+        for text in ("你好", "你好世界", "你好世界", "再见")  # extends, the same, revised
+        for event in transcripts.result(online(item, text))
+    ]
+    assert deltas == ["你好", "世界", "再见"]
+    done = transcripts.result(online(item, "再见了", final=True))
+    assert [event.get("delta") for event in done[:1]] == ["了"]
+    assert done[1]["transcript"] == "再见了"
+    assert done[2]["item"]["content"][0]["transcript"] == "再见了"  # type: ignore[index]
+
+
+def test_a_delta_engines_deltas_are_its_texts_and_completed_their_join() -> None:
+    turns = buffer(RealtimeSettings(rate=16000, turn_detection=None))
+    item = committed_item(turns)
+    transcripts = Transcripts(turns, text_is_delta=True)
+    deltas = [
+        event["delta"]
+        for text in ("你好", "你好", "世界")
+        for event in transcripts.result(online(item, text))
+    ]
+    assert deltas == ["你好", "你好", "世界"]
+    done = transcripts.result(online(item, "", final=True))
+    assert done[0]["transcript"] == "你好你好世界"

@@ -1,0 +1,356 @@
+"""A realtime transcription session's configuration, and the updates that change it
+(``session.update``, ``transcription_session.update``), validated (sans I/O).
+
+Every field is checked against the shape OpenAI's API reference gives it (the ``openai``
+SDK's types, ``openai/types/realtime``) and bounded, because what is kept lives as long as
+the session and is sent back in every ``session.updated``: only what we understood is kept,
+never the client's parsed JSON. What we accept and ignore, and what we refuse, is listed in
+``README.md`` ("OpenAI-compatible").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeGuard
+
+from gateway.protocol import parse_hotwords
+from gateway.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
+from shared.errors import ProtocolError
+from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES, SAMPLE_RATE
+
+Dialect = Literal["ga", "beta"]
+Encoding = Literal["pcm16", "pcmu", "pcma"]
+NoiseReduction = Literal["near_field", "far_field"]
+
+OPENAI_DEFAULT_RATE = 24000  # OpenAI's audio/pcm (and beta pcm16) rate
+G711_RATE = 8000
+# OpenAI's server_vad defaults.
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_PREFIX_PADDING_MS = 300
+DEFAULT_SILENCE_MS = 500
+MAX_SILENCE_MS = 10_000
+# Our energy endpointer's level for OpenAI's threshold: 0.5 is ASR_ENDPOINT_ENERGY_DBFS,
+# and each 0.1 moves it 4 dB (0.0: 20 dB more sensitive, 1.0: 20 dB less).
+DBFS_PER_THRESHOLD = 40.0
+# OpenAI gives no lengths. Its model ids are short; ours (a pool's model, the default)
+# may be a directory's path.
+MAX_MODEL_CHARS = 256
+MAX_LANGUAGE_CHARS = 35  # RFC 5646's advice for a language tag's buffer
+# The prompt and the keywords become hotwords: no more text than a config's hotwords take.
+MAX_PROMPT_BYTES = MAX_HOTWORDS_BYTES
+MAX_KEYWORDS = MAX_HOTWORDS
+# OpenAI's only ``include`` value for transcription sessions.
+INCLUDE_VALUES = ("item.input_audio_transcription.logprobs",)
+NOISE_REDUCTIONS: tuple[NoiseReduction, ...] = ("near_field", "far_field")
+
+_FORMATS_GA: dict[str, Encoding] = {
+    "audio/pcm": "pcm16",
+    "audio/pcmu": "pcmu",
+    "audio/pcma": "pcma",
+}
+_FORMATS_BETA: dict[str, Encoding] = {"pcm16": "pcm16", "g711_ulaw": "pcmu", "g711_alaw": "pcma"}
+
+
+class RealtimeEventError(Exception):
+    """A client event that cannot be taken: an ``error`` event with OpenAI's fields."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        event_id: str | None = None,
+        type_: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+        self.event_id = event_id
+        self.type = type_
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDetection:
+    """``server_vad``, carried out by our energy endpointer (``gateway.endpointer``)."""
+
+    threshold: float = DEFAULT_THRESHOLD
+    prefix_padding_ms: int = DEFAULT_PREFIX_PADDING_MS
+    silence_duration_ms: int = DEFAULT_SILENCE_MS
+
+    def energy_dbfs(self, server_dbfs: float) -> float:
+        return server_dbfs + (self.threshold - DEFAULT_THRESHOLD) * DBFS_PER_THRESHOLD
+
+
+@dataclass(frozen=True, slots=True)
+class RealtimeSettings:
+    """A transcription session's configuration, as the last update left it."""
+
+    encoding: Encoding = "pcm16"
+    rate: int = OPENAI_DEFAULT_RATE
+    model: str | None = None
+    language: str | None = None
+    prompt: str | None = None  # to hotwords, for a model that takes them
+    keywords: tuple[str, ...] = ()  # likewise
+    turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
+    noise_reduction: NoiseReduction | None = None  # echoed, not applied
+    include: tuple[str, ...] = ()  # echoed; no logprobs are given
+
+    @property
+    def hotwords(self) -> str:
+        """What FunASR's config takes as ``hotwords``: the keywords and the prompt's words."""
+        return " ".join([*self.keywords, *([self.prompt] if self.prompt else [])])
+
+    @property
+    def bytes_per_second(self) -> int:
+        """The client's audio, as appends carry it: bytes a second of its format."""
+        return self.rate * (2 if self.encoding == "pcm16" else 1)
+
+    @property
+    def sample_bytes(self) -> int:
+        return 2 if self.encoding == "pcm16" else 1
+
+    def max_append_bytes(self, max_frame_bytes: int) -> int:
+        """The most audio one append may carry: as many seconds as ``max_frame_bytes`` of
+        16 kHz PCM (ASR_MAX_FRAME_BYTES, the largest frame of a FunASR session), in this
+        format, so that one event's decoding and resampling is bounded whatever the rate."""
+        most = max_frame_bytes * self.bytes_per_second // (2 * SAMPLE_RATE)
+        return max(self.sample_bytes, most // self.sample_bytes * self.sample_bytes)
+
+
+def update_ga(session: dict[str, object], old: RealtimeSettings) -> RealtimeSettings:
+    """``session.update``'s ``session`` applied to ``old``: only what it carries changes."""
+    kind = session.get("type", "transcription")
+    if kind != "transcription":
+        raise RealtimeEventError(
+            "invalid_value",
+            "this server serves transcription sessions only: session.type must be"
+            " 'transcription' (connect with ?intent=transcription)",
+            param="session.type",
+        )
+    settings = old
+    audio = as_object(session.get("audio", {}), "session.audio")
+    input_ = as_object(audio.get("input", {}), "session.audio.input")
+    if "format" in input_:
+        settings = _format_ga(as_object(input_["format"], "session.audio.input.format"), settings)
+    settings = _update_input(
+        input_, settings, "session.audio.input", ("transcription", "noise_reduction")
+    )
+    return _update_include(session, settings)
+
+
+def update_beta(session: dict[str, object], old: RealtimeSettings) -> RealtimeSettings:
+    """``transcription_session.update``'s ``session`` applied to ``old``."""
+    settings = old
+    if "input_audio_format" in session:
+        value = session["input_audio_format"]
+        encoding = _FORMATS_BETA.get(value) if isinstance(value, str) else None
+        if encoding is None:
+            raise RealtimeEventError(
+                "invalid_value",
+                f"input_audio_format must be one of {', '.join(_FORMATS_BETA)}",
+                param="session.input_audio_format",
+            )
+        rate = OPENAI_DEFAULT_RATE if encoding == "pcm16" else G711_RATE
+        settings = replace(settings, encoding=encoding, rate=rate)
+    keys = ("input_audio_transcription", "input_audio_noise_reduction")
+    settings = _update_input(session, settings, "session", keys)
+    return _update_include(session, settings)
+
+
+def _update_input(
+    fields: dict[str, object], settings: RealtimeSettings, where: str, keys: tuple[str, str]
+) -> RealtimeSettings:
+    """The fields both dialects have, under their names (``keys``: the transcription's and
+    the noise reduction's) in the object at ``where``."""
+    transcription, noise = keys
+    if transcription in fields:
+        settings = _transcription(fields[transcription], f"{where}.{transcription}", settings)
+    if "turn_detection" in fields:
+        turn = _turn_detection(fields["turn_detection"], f"{where}.turn_detection")
+        settings = replace(settings, turn_detection=turn)
+    if noise in fields:
+        reduction = _noise_reduction(fields[noise], f"{where}.{noise}")
+        settings = replace(settings, noise_reduction=reduction)
+    return settings
+
+
+def _update_include(session: dict[str, object], settings: RealtimeSettings) -> RealtimeSettings:
+    if "include" in session:
+        settings = replace(settings, include=_include(session["include"]))
+    return settings
+
+
+def _format_ga(fields: dict[str, object], settings: RealtimeSettings) -> RealtimeSettings:
+    kind = fields.get("type", "audio/pcm")
+    encoding = _FORMATS_GA.get(kind) if isinstance(kind, str) else None
+    if encoding is None:
+        raise RealtimeEventError(
+            "invalid_value",
+            f"format.type must be one of {', '.join(_FORMATS_GA)}",
+            param="session.audio.input.format.type",
+        )
+    if encoding != "pcm16":
+        return replace(settings, encoding=encoding, rate=G711_RATE)
+    rate = fields.get("rate", OPENAI_DEFAULT_RATE)
+    # OpenAI takes 24000 only; any rate we can resample is taken (an extension).
+    if not _is_int(rate) or not MIN_AUDIO_FS <= rate <= MAX_AUDIO_FS:
+        raise RealtimeEventError(
+            "invalid_value",
+            f"format.rate must be an integer in {MIN_AUDIO_FS}..{MAX_AUDIO_FS}",
+            param="session.audio.input.format.rate",
+        )
+    return replace(settings, encoding="pcm16", rate=rate)
+
+
+def _transcription(value: object, param: str, settings: RealtimeSettings) -> RealtimeSettings:
+    fields = _object_or_none(value, param)
+    if fields is None:
+        return replace(settings, model=None, language=None, prompt=None, keywords=())
+    model, language, prompt = settings.model, settings.language, settings.prompt
+    if "model" in fields:
+        model = _text_or_none(fields["model"], f"{param}.model", max_chars=MAX_MODEL_CHARS)
+    if "language" in fields:
+        where = f"{param}.language"
+        language = _text_or_none(fields["language"], where, max_chars=MAX_LANGUAGE_CHARS)
+    if "prompt" in fields:
+        prompt = _text_or_none(fields["prompt"], f"{param}.prompt", max_bytes=MAX_PROMPT_BYTES)
+    keywords = settings.keywords
+    if "keywords" in fields:
+        keywords = _keywords(fields["keywords"], f"{param}.keywords")
+    updated = replace(settings, model=model, language=language, prompt=prompt, keywords=keywords)
+    try:  # the limits of a FunASR config's hotwords, checked here: the session would close
+        parse_hotwords(f"{param}.prompt", updated.hotwords)
+    except ProtocolError as error:
+        raise RealtimeEventError("invalid_value", error.message, param=f"{param}.prompt") from None
+    return updated
+
+
+def _keywords(value: object, param: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
+        raise RealtimeEventError("invalid_type", "keywords must be a list of strings", param=param)
+    if len(value) > MAX_KEYWORDS:
+        raise RealtimeEventError(
+            "invalid_value", f"keywords: at most {MAX_KEYWORDS} of them", param=param
+        )
+    words = tuple(unicode_text(word, param) for word in value)
+    if sum(len(word.encode("utf-8")) + 1 for word in words) > MAX_PROMPT_BYTES:
+        raise RealtimeEventError(
+            "invalid_value", f"keywords: at most {MAX_PROMPT_BYTES} bytes of UTF-8", param=param
+        )
+    return words
+
+
+def _turn_detection(value: object, param: str) -> TurnDetection | None:
+    fields = _object_or_none(value, param)
+    if fields is None:
+        return None
+    kind = fields.get("type", "server_vad")
+    if kind != "server_vad":
+        raise RealtimeEventError(
+            "invalid_value",
+            f"turn_detection.type {kind!r:.40} is not served: 'server_vad' (our energy"
+            " endpointer) or null",
+            param=f"{param}.type",
+        )
+    threshold = fields.get("threshold", DEFAULT_THRESHOLD)
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool):
+        threshold = math.nan
+    if not 0.0 <= threshold <= 1.0:
+        raise RealtimeEventError(
+            "invalid_value", "threshold must be a number in 0..1", param=f"{param}.threshold"
+        )
+    padding = fields.get("prefix_padding_ms", DEFAULT_PREFIX_PADDING_MS)
+    if not _is_int(padding) or not 0 <= padding <= MAX_SILENCE_MS:
+        raise RealtimeEventError(
+            "invalid_value",
+            f"prefix_padding_ms must be an integer in 0..{MAX_SILENCE_MS}",
+            param=f"{param}.prefix_padding_ms",
+        )
+    silence = fields.get("silence_duration_ms", DEFAULT_SILENCE_MS)
+    if not _is_int(silence) or not 30 <= silence <= MAX_SILENCE_MS:
+        raise RealtimeEventError(
+            "invalid_value",
+            f"silence_duration_ms must be an integer in 30..{MAX_SILENCE_MS}",
+            param=f"{param}.silence_duration_ms",
+        )
+    return TurnDetection(float(threshold), padding, silence)
+
+
+def _noise_reduction(value: object, param: str) -> NoiseReduction | None:
+    """``{"type": "near_field" | "far_field"}`` or ``null``: its type is all that is kept."""
+    fields = _object_or_none(value, param)
+    if fields is None:
+        return None
+    kind = fields.get("type")
+    for each in NOISE_REDUCTIONS:
+        if kind == each:
+            return each
+    raise RealtimeEventError(
+        "invalid_value",
+        f"noise_reduction.type must be one of {', '.join(NOISE_REDUCTIONS)} (or"
+        " noise_reduction null)",
+        param=f"{param}.type",
+    )
+
+
+def _include(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RealtimeEventError(
+            "invalid_type", "include must be a list of strings", param="session.include"
+        )
+    unknown = next((item for item in value if item not in INCLUDE_VALUES), None)
+    if unknown is not None:
+        raise RealtimeEventError(
+            "invalid_value",
+            f"include: {unknown!r:.60} is not one of {', '.join(INCLUDE_VALUES)}",
+            param="session.include",
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def as_object(value: object, param: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise RealtimeEventError("invalid_type", f"{param} must be an object", param=param)
+    return value
+
+
+def _object_or_none(value: object, param: str) -> dict[str, object] | None:
+    return None if value is None else as_object(value, param)
+
+
+def _text_or_none(
+    value: object, param: str, *, max_chars: int | None = None, max_bytes: int | None = None
+) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RealtimeEventError("invalid_type", f"{param} must be a string", param=param)
+    if max_chars is not None and len(value) > max_chars:
+        raise RealtimeEventError(
+            "invalid_value", f"{param} is at most {max_chars} characters", param=param
+        )
+    value = unicode_text(value, param)
+    if max_bytes is not None and len(value.encode("utf-8")) > max_bytes:
+        raise RealtimeEventError(
+            "invalid_value", f"{param} is at most {max_bytes} bytes of UTF-8", param=param
+        )
+    return value
+
+
+def unicode_text(value: str, param: str) -> str:
+    """A string that can be sent back: JSON's ``"\\ud800"`` parses to a lone surrogate,
+    which no UTF-8 text frame can carry."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RealtimeEventError(
+            "invalid_value", f"{param} is not valid Unicode text", param=param
+        ) from None
+    return value
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,86 @@
+"""The session's FunASR result frames as OpenAI's transcription events (sans I/O).
+
+A streaming pass's text (``online`` or ``2pass-online``) becomes
+``...input_audio_transcription.delta`` events; the turn's final text (``2pass-offline``,
+the offline model's decode of the whole turn, when one is set; else the streaming pass's
+text) its ``.completed``.
+
+A streaming engine's texts are of one of two kinds (``EngineCapabilities.text_is_delta``,
+which the pool reports): each result's new text (Paraformer's), whose concatenation is the
+pass's text; or the pass's text so far (the checksum engine's), whose last value is all of
+it. OpenAI's deltas are new text, so a running value's delta is what it adds to the one
+before when it extends it, and the whole value when it does not (a model may revise what
+it said).
+"""
+
+from __future__ import annotations
+
+from gateway.openai_api.realtime_server_events import user_item
+from gateway.openai_api.realtime_turns import BYTES_PER_SECOND, Event, InputBuffer, ItemState
+from gateway.segment import join_texts
+
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+DELTA = "conversation.item.input_audio_transcription.delta"
+
+
+class Transcripts:
+    """The session's FunASR result frames in, OpenAI's transcription events out.
+    ``text_is_delta``: the streaming pool's engine gives each result's new text (else the
+    text so far)."""
+
+    def __init__(self, buffer: InputBuffer, *, text_is_delta: bool) -> None:
+        self._buffer = buffer
+        self._text_is_delta = text_is_delta
+
+    def result(self, frame: dict[str, object]) -> list[Event]:
+        item_id = frame.get("wav_name")
+        state = self._buffer.items.get(item_id) if isinstance(item_id, str) else None
+        if state is None or not isinstance(item_id, str) or frame.get("is_end"):
+            return []
+        text = frame.get("text")
+        text = text if isinstance(text, str) else ""
+        final = frame.get("is_final") is True
+        events: list[Event] = []
+        if not state.dropped:
+            if frame.get("mode") == "2pass-offline":
+                state.finals.append(text)
+            elif text:
+                delta = self._streamed(state, text)
+                if delta:
+                    events.append(self._delta(item_id, delta))
+        if not final:
+            return events
+        del self._buffer.items[item_id]
+        if state.dropped:
+            return events
+        if frame.get("mode") == "2pass-offline":
+            transcript = join_texts(state.finals)
+        else:
+            transcript = "".join(state.texts)
+        events.append(
+            {
+                "type": COMPLETED,
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "usage": {"type": "duration", "seconds": round(state.bytes / BYTES_PER_SECOND, 3)},
+            }
+        )
+        if self._buffer.dialect == "ga":
+            events.append(
+                {"type": "conversation.item.done", "item": user_item(item_id, transcript)}
+            )
+        return events
+
+    def _streamed(self, state: ItemState, text: str) -> str:
+        """The streaming pass's next text taken into the item; what is new in it."""
+        if self._text_is_delta:
+            state.texts.append(text)
+            return text
+        old = state.texts[0] if state.texts else ""
+        state.texts[:] = [text]
+        return text[len(old) :] if text.startswith(old) else text
+
+    @staticmethod
+    def _delta(item_id: str, text: str) -> Event:
+        return {"type": DELTA, "item_id": item_id, "content_index": 0, "delta": text}
