@@ -11,13 +11,18 @@ side:
 - a piece that starts with :data:`UNREADABLE`: its result pickles in the worker but cannot
   be unpickled in the parent;
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
-  starts: loading raises (restarts fail until the file is removed).
+  starts: loading raises (restarts fail until the file is removed);
+- the environment variable :data:`NO_FDS_ENV`: the worker leaves itself no free descriptor
+  (``RLIMIT_NOFILE`` 3) while loading; ``model``: the loader then opens a file, as a
+  real one opens its model's; ``slab``: it returns, and the worker's next open (mapping its
+  slab) is the one refused.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import resource
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -35,6 +40,7 @@ CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
 UNREADABLE = np.array([-32768, 32767, -32768, 3], dtype=np.int16)
 FAIL_OPEN = "fail-open"
 FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
+NO_FDS_ENV = "TEST_FAILING_ENGINE_NO_FDS"
 
 
 def marked(marker: npt.NDArray[np.int16], samples: int = 1000) -> npt.NDArray[np.int16]:
@@ -89,4 +95,12 @@ def load(spec: EngineSpec) -> FailingChecksumEngine:
     fail_load = os.environ.get(FAIL_LOAD_ENV)
     if fail_load is not None and os.path.exists(fail_load):
         raise RuntimeError(f"asked to fail loading ({fail_load} exists)")
+    no_fds = os.environ.get(NO_FDS_ENV)
+    if no_fds is not None:
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (3, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        )
+        if no_fds == "model":
+            with open(__file__, "rb"):
+                pass
     return FailingChecksumEngine()

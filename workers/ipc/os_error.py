@@ -26,6 +26,7 @@ def describe(exc: OSError) -> str:
 
 def size_text(size: int) -> str:
     """``2 MiB``, ``7.81 KiB``: a size in the unit it is best read in."""
-    if size >= 1 << 20:
-        return f"{size / (1 << 20):.3g} MiB"
+    for shift, unit in ((30, "GiB"), (20, "MiB")):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.3g} {unit}"
     return f"{size / (1 << 10):.3g} KiB"

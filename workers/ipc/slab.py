@@ -13,10 +13,12 @@ creation instead, which a worker's start reports (and a restart retries).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import secrets
-from multiprocessing import shared_memory
+from _posixshmem import shm_open, shm_unlink
+from multiprocessing import resource_tracker
 
 import numpy as np
 
@@ -29,7 +31,12 @@ SHM_DIR = "/dev/shm"  # where shm_open(3) keeps segments on Linux
 
 
 class SlabError(Exception):
-    """No slab could be made; the message says why, in one line."""
+    """No slab could be made; the message says why, in one line. ``errno``: the
+    ``OSError``'s (``ENOSPC``: no room in /dev/shm, ``EMFILE``: no descriptor free)."""
+
+    def __init__(self, message: str, errno: int | None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class Slab:
@@ -37,25 +44,29 @@ class Slab:
 
     def __init__(self, layout: SlabLayout) -> None:
         self.layout = layout
-        name = f"{SLAB_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
-        self._shm: shared_memory.SharedMemory | None = _create(name, layout.size)
-        self.name = name
+        self.name = f"{SLAB_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
+        self._map: mmap.mmap | None = _create(self.name, layout.size)
+        self._buf: memoryview | None = memoryview(self._map)
 
     def write(self, slot: int, data: bytes | memoryview) -> None:
-        if self._shm is None or self._shm.buf is None:
+        if self._buf is None:
             raise RuntimeError("the slab is closed")
-        self._shm.buf[self.layout.bounds(slot, len(data))] = data
+        self._buf[self.layout.bounds(slot, len(data))] = data
 
     def close(self) -> None:
         """Unmap and unlink; safe to call twice."""
-        shm, self._shm = self._shm, None
-        if shm is None:
+        mapping, self._map = self._map, None
+        if mapping is None:
             return
-        shm.close()
+        buf, self._buf = self._buf, None
+        if buf is not None:
+            buf.release()
+        mapping.close()
         try:
-            shm.unlink()
+            shm_unlink("/" + self.name)
         except FileNotFoundError:
             pass
+        resource_tracker.unregister("/" + self.name, "shared_memory")
 
     def __enter__(self) -> Slab:
         return self
@@ -64,38 +75,46 @@ class Slab:
         self.close()
 
 
-def _create(name: str, size: int) -> shared_memory.SharedMemory:
-    """The segment ``name`` with ``size`` bytes allocated, mapped; removed again if any step
-    fails (``SlabError``)."""
-    from _posixshmem import shm_open, shm_unlink
+def _create(name: str, size: int) -> mmap.mmap:
+    """The segment ``name`` with its ``size`` bytes allocated, mapped, and known to the
+    resource tracker (which unlinks it should this process die without doing so); removed
+    again if any step fails (``SlabError``).
 
+    Not ``SharedMemory(create=True)``: it sizes the segment with ``ftruncate`` alone (no
+    page behind it), and when its mapping fails it unregisters a name it never registered,
+    which the tracker prints as a traceback.
+    """
     try:
         fd = shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
     except OSError as exc:
-        raise SlabError(_cannot(size, exc)) from None
+        raise SlabError(_cannot(size, exc), exc.errno) from None
     try:
         try:
             os.posix_fallocate(fd, 0, size)
-            # Attaching maps it and tells the resource tracker, as creating it would.
-            return shared_memory.SharedMemory(name=name)
+            mapping = mmap.mmap(fd, size)
         finally:
             os.close(fd)
+        try:
+            resource_tracker.register("/" + name, "shared_memory")
+        except BaseException:
+            mapping.close()
+            raise
     except BaseException as exc:
         try:
             shm_unlink("/" + name)
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError):
-            raise SlabError(_cannot(size, exc)) from None
+            raise SlabError(_cannot(size, exc), exc.errno) from None
         raise
+    return mapping
 
 
 def _cannot(size: int, exc: OSError) -> str:
-    try:
+    free = ""
+    if exc.errno == errno.ENOSPC:
         stat = os.statvfs(SHM_DIR)
         free = f"; {size_text(stat.f_bavail * stat.f_frsize)} free there"
-    except OSError:
-        free = ""
     return f"cannot create a {size_text(size)} slab in {SHM_DIR}: {describe(exc)}{free}"
 
 
@@ -104,8 +123,6 @@ class AttachedSlab:
 
     def __init__(self, name: str, layout: SlabLayout) -> None:
         self.layout = layout
-        from _posixshmem import shm_open
-
         fd = shm_open("/" + name, os.O_RDWR, mode=0o600)
         try:
             self._map: mmap.mmap | None = mmap.mmap(fd, layout.size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import errno
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -201,10 +202,12 @@ class WorkerHandle:
         what = f"worker {self.index} ({self.spec.device}) could not start"
         if isinstance(exc, SlabError):
             layout = self._layout
-            return WorkerLoadError(
-                f"{what}: {exc} (ASR_SLOTS_PER_WORKER {layout.slot_count}"
-                f" x ASR_SLOT_BYTES {layout.slot_bytes})"
+            size = (
+                f" (ASR_SLOTS_PER_WORKER {layout.slot_count} x ASR_SLOT_BYTES {layout.slot_bytes})"
+                if exc.errno == errno.ENOSPC
+                else ""
             )
+            return WorkerLoadError(f"{what}: {exc}{size}")
         return WorkerLoadError(f"{what}, {doing}: {describe(exc)}")
 
     async def _receive_one(self) -> WorkerMessage | None:

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Iterable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import NoReturn
 
 from shared.messages import (
     SlotsFreed,
@@ -34,8 +35,9 @@ from shared.messages import (
 )
 from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
-from workers.ipc.channel import QueueChannel, ShmChannel
+from workers.ipc.channel import Channel, QueueChannel, ShmChannel
 from workers.ipc.launch import BatchPolicy, WorkerLaunch
+from workers.ipc.os_error import describe
 from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
 from workers.ipc.wire import CommandKind
 from workers.worker.batching import wait_for_more
@@ -54,14 +56,13 @@ def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
     try:
         engine = load(spec)
     except BaseException as exc:
-        results.send((WorkerLoadFailed(f"{spec.engine} on {spec.device}: {_describe(exc)}"),))
-        results.close()
-        raise SystemExit(1) from None
-    match launch.channel:
-        case ShmChannel(commands=commands, slab_name=slab_name, layout=layout):
-            receiver: CommandReceiver = ShmReceiver(commands, slab_name, layout)
-        case QueueChannel(commands=queue):
-            receiver = QueueReceiver(queue)
+        _fail_to_load(results, f"{spec.engine} on {spec.device}: {_describe(exc)}")
+    try:
+        receiver = _receiver(launch.channel)
+    except OSError as exc:  # mapping the slab needs a descriptor, and the segment
+        _fail_to_load(
+            results, f"{spec.engine} on {spec.device} could not map its slab: {describe(exc)}"
+        )
     ready = WorkerReady(
         pid=os.getpid(),
         engine=engine.name,
@@ -78,6 +79,21 @@ def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
     finally:
         receiver.close()
         results.close()
+
+
+def _receiver(channel: Channel) -> CommandReceiver:
+    match channel:
+        case ShmChannel(commands=commands, slab_name=slab_name, layout=layout):
+            return ShmReceiver(commands, slab_name, layout)
+        case QueueChannel(commands=queue):
+            return QueueReceiver(queue)
+
+
+def _fail_to_load(results: Connection, error: str) -> NoReturn:
+    """Tell the parent why this worker cannot serve (its start fails with that), and exit."""
+    results.send((WorkerLoadFailed(error),))
+    results.close()
+    raise SystemExit(1) from None
 
 
 def _serve(
