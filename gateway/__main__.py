@@ -5,6 +5,10 @@ The options are uvicorn's own (its click parameters, so ``--help`` lists them an
 ``UVICORN_*`` variables set them, as for ``uvicorn``), but for those that would serve
 another app or several processes: the APP argument, ``--reload*``, ``--workers``,
 ``--lifespan``, ``--interface``, ``--factory`` and ``--app-dir``.
+
+``--host`` is the agent port's host too (``ASR_AGENT_PORT``), unless ``ASR_AGENT_HOST``
+says otherwise. Exit codes: 0 after a shutdown (a drain), 3 when the start fails (as
+uvicorn), 1 when a fault ended serving while the server ran.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from uvicorn.config import LOGGING_CONFIG, STARTUP_FAILURE
 
 from gateway.app import create_app
 from gateway.server import DrainingServer
+
+SERVING_LOST = 1  # a fault ended serving: restart us (systemd's Restart=on-failure does)
 
 NOT_TAKEN = frozenset(
     {
@@ -48,7 +54,8 @@ def serve(**options: Any) -> None:
     ]
     if options["log_config"] is None:
         options["log_config"] = LOGGING_CONFIG
-    app = create_app(wrap_signals=False)  # the server drains it itself
+    # The server drains it itself; the agent listens where the server does.
+    app = create_app(wrap_signals=False, server_host=options["host"])
     config = uvicorn.Config(app, lifespan="on", **options)
     server = DrainingServer(config, app)
     try:
@@ -60,6 +67,8 @@ def serve(**options: Any) -> None:
             os.remove(config.uds)
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+    if app.serving_lost() is not None:
+        sys.exit(SERVING_LOST)
 
 
 main = click.Command(

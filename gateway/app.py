@@ -22,15 +22,16 @@ import logging
 import traceback
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
-from anyio.abc import Listener, SocketStream
+from anyio.abc import SocketStream
+from anyio.streams.stapled import MultiListener
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
@@ -38,16 +39,19 @@ from uvicorn.logging import DefaultFormatter
 from gateway import status
 from gateway.access import ClientSessions
 from gateway.admission import Admission
-from gateway.agent import Capacity, serve_agent
+from gateway.agent import DEFAULT_HOST, Capacity, serve_agent
 from gateway.budget import BYTES_PER_SECOND, AudioBudget
 from gateway.closing import CLOSE_GRACE_S
+from gateway.main_port_log import bounded_accept_reports
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api import realtime as openai_realtime
 from gateway.openai_api import transcriptions as openai_transcriptions
+from gateway.page import PageFiles
 from gateway.resume import ResumableSessions
 from gateway.server_log import quiet_client_faults
 from gateway.serving import Serving
 from gateway.settings import GatewaySettings
+from gateway.side_tasks import keep_running
 from gateway.signals import SignalDrain
 from gateway.transcribe import TranscriptionLimiter
 from gateway.transcribe_endpoint import transcribe
@@ -70,7 +74,9 @@ class StartupError(Exception):
 class Gateway:
     """The ASGI app. Settings come from ``settings``, else from the environment at start-up.
     ``wrap_signals``: drain on uvicorn's SIGTERM and SIGINT by wrapping its handlers (bare
-    uvicorn's fallback); off when the server calls ``drain`` itself (``gateway.server``)."""
+    uvicorn's fallback); off when the server calls ``drain`` itself (``gateway.server``).
+    ``server_host``: the address the server listens on, where the agent listens too unless
+    ``ASR_AGENT_HOST`` says otherwise (``python -m gateway`` passes its ``--host``)."""
 
     def __init__(
         self,
@@ -78,18 +84,25 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
         *,
         wrap_signals: bool = True,
+        server_host: str | None = None,
     ) -> None:
         self._settings = settings
         self._environ = environ
         self._wrap_signals = wrap_signals
+        self._server_host = server_host
         self.metrics = GatewayMetrics()
         self._serving: Serving | None = None
+        # Why the app does not serve (/healthz's 503), None while it does; ``_lost``: the
+        # fault that ended serving while the server still runs.
+        self._stopped: str | None = "not started"
+        self._lost: str | None = None
+        self._page_files = PageFiles(STATIC)
         self._router = Starlette(
             routes=[
                 # Both at "/": a WebSocketRoute matches only websocket scopes, a Route only http.
                 WebSocketRoute("/", self._websocket),
                 Route("/", self._page),
-                Mount("/static", StaticFiles(directory=STATIC), name="static"),
+                Route("/static/{name:path}", self._static),
                 Route("/healthz", self._healthz),
                 Route("/readyz", self._readyz),
                 Route("/metrics", self._metrics),
@@ -182,12 +195,18 @@ class Gateway:
             }
         )
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
+        agent: MultiListener[SocketStream] | None = None
         try:
-            with gc_tuning:
-                agent = await self._agent_listener(settings.agent_port)
+            with gc_tuning, bounded_accept_reports():
+                agent = await self._agent_listener(
+                    settings.agent_port, settings.agent_host or self._server_host or DEFAULT_HOST
+                )
+                # Side tasks: a fault of theirs is logged and they start again; it must not
+                # end serving (gateway.side_tasks).
                 async with anyio.create_task_group() as group:
                     if agent is not None:
-                        group.start_soon(serve_agent, agent, self._capacity)
+                        answer = partial(serve_agent, agent, self._capacity)
+                        group.start_soon(keep_running, "the agent check", answer)
                     clients = ClientSessions(settings.access.max_sessions_per_client)
                     limiter = TranscriptionLimiter(settings.transcribe.concurrency)
                     budget = AudioBudget(settings.max_buffered_bytes)
@@ -213,12 +232,22 @@ class Gateway:
                     signals = SignalDrain() if self._wrap_signals else None
                     with signals or contextlib.nullcontext():
                         if signals is not None:
-                            group.start_soon(self._drain_on_signal, signals)
+                            drain = partial(self._drain_on_signal, signals)
+                            group.start_soon(keep_running, "the drain on a signal", drain)
+                        self._stopped = None
                         try:
                             yield
                         finally:
                             group.cancel_scope.cancel()
+        except BaseException as exc:
+            if self._stopped is None:  # it was serving: /healthz and the server must know
+                self._stopped = self._lost = f"serving ended: {_first_error(exc)}"
+            raise
         finally:
+            if self._stopped is None:
+                self._stopped = "shutting down"
+            if agent is not None:
+                await agent.aclose()
             admission.expire()  # sessions still open (none, under uvicorn) close with 1012
             # Last started, first stopped: each pool's task group was entered in this task.
             for each in reversed(started):
@@ -266,16 +295,25 @@ class Gateway:
             with anyio.move_on_after(CLOSE_GRACE_S):
                 await admission.wait_idle()
 
-    async def _agent_listener(self, port: int | None) -> Listener[SocketStream] | None:
-        """The agent-check port (``ASR_AGENT_PORT``), listening before the app says it is
-        up; a port already taken fails the start in one line."""
+    def serving_lost(self) -> str | None:
+        """Why serving ended while the server still runs (a fault, not a shutdown), or
+        None: ``python -m gateway`` then exits 1, so that its process manager restarts it."""
+        return self._lost
+
+    async def _agent_listener(
+        self, port: int | None, host: str
+    ) -> MultiListener[SocketStream] | None:
+        """The agent-check port (``ASR_AGENT_PORT`` on ``host``), listening before the app
+        says it is up; a port already taken fails the start in one line."""
         if port is None:
             return None
         try:
-            listener = await anyio.create_tcp_listener(local_port=port)
+            listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
         except OSError as exc:
-            raise StartupError(f"ASR_AGENT_PORT={port}: cannot listen: {exc.strerror}") from None
-        logger.info("answering HAProxy's agent check on port %d", port)
+            raise StartupError(
+                f"ASR_AGENT_PORT={port} on {host}: cannot listen: {exc.strerror or exc}"
+            ) from None
+        logger.info("answering HAProxy's agent check on %s port %d", host, port)
         return listener
 
     def _capacity(self) -> Capacity:
@@ -292,7 +330,12 @@ class Gateway:
 
     async def _drain_on_signal(self, signals: SignalDrain) -> None:
         await signals.received.wait()
-        await self.drain()
+        try:
+            await self.drain()
+        except Exception:
+            # The signal still stops the server: a drain that cannot finish must not hold
+            # it (uvicorn's shutdown closes the sessions left with 1012).
+            logger.exception("the drain failed; shutting down now")
         signals.hand_over()
 
     # -- WebSocket --------------------------------------------------------------------
@@ -303,10 +346,14 @@ class Gateway:
     # -- HTTP -------------------------------------------------------------------------
 
     async def _page(self, request: Request) -> Response:
-        return FileResponse(STATIC / "index.html")
+        return self._page_files.response("index.html", request)
+
+    async def _static(self, request: Request) -> Response:
+        return self._page_files.response(request.path_params["name"], request)
 
     async def _healthz(self, request: Request) -> Response:
-        return await status.healthz(self._serving)
+        serving = self._serving if self._stopped is None else None
+        return await status.healthz(serving, self._stopped)
 
     async def _readyz(self, request: Request) -> Response:
         return await status.readyz(self._serving, request)
@@ -331,6 +378,13 @@ class Gateway:
         await openai_realtime.serve_realtime(self._serving, websocket, self.metrics)
 
 
+def _first_error(exc: BaseException) -> str:
+    """The first exception a task group's ``exc`` holds, in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _show_our_logs() -> None:
     """Print the gateway's and the pool's INFO logs (the drain, worker restarts) the way
     uvicorn prints its own, unless logging is configured (``--log-config``, pytest)."""
@@ -352,10 +406,11 @@ def create_app(
     environ: Mapping[str, str] | None = None,
     *,
     wrap_signals: bool = True,
+    server_host: str | None = None,
 ) -> Gateway:
     """The gateway app; with no ``settings`` they are read from ``environ`` (default: the
     process environment) when the app starts, so that a bad value fails start-up in one line."""
-    return Gateway(settings, environ, wrap_signals=wrap_signals)
+    return Gateway(settings, environ, wrap_signals=wrap_signals, server_host=server_host)
 
 
 app = create_app()

@@ -14,18 +14,22 @@ from gateway.serving import Serving
 from workers.pool import WorkerStatus
 
 
-async def healthz(serving: Serving | None) -> Response:
+async def healthz(serving: Serving | None, not_serving: str | None = None) -> Response:
     """200 while the process serves or will again by itself (a worker restarting);
-    503 once a pool cannot serve any more, so that a process manager restarts us."""
-    if serving is not None:
-        for name, pool in (
-            ("streaming", serving.pool),
-            ("offline", serving.offline_pool),
-            ("vad", serving.vad_pool),
-        ):
-            reason = pool.health if pool is not None else None
-            if reason is not None:
-                return JSONResponse({"status": "failing", "pool": name, "reason": reason}, 503)
+    503 once a pool cannot serve any more, so that a process manager restarts us, and
+    whenever the app is not serving at all (``not_serving`` says why: not started yet, a
+    fault ended serving, shutting down)."""
+    if serving is None:
+        why = not_serving or "not started"
+        return JSONResponse({"status": "not serving", "reason": why}, 503)
+    for name, pool in (
+        ("streaming", serving.pool),
+        ("offline", serving.offline_pool),
+        ("vad", serving.vad_pool),
+    ):
+        reason = pool.health if pool is not None else None
+        if reason is not None:
+            return JSONResponse({"status": "failing", "pool": name, "reason": reason}, 503)
     return JSONResponse({"status": "ok"})
 
 

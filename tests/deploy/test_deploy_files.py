@@ -333,6 +333,23 @@ def test_compose_replicas_answer_the_agent_and_share_haproxys_maxconn() -> None:
         assert (COMPOSE.parent / spec["build"]["context"] / "pyproject.toml").is_file()
 
 
+def test_the_agent_listens_where_haproxy_reaches_it() -> None:
+    """The agent port listens on the server's --host unless ASR_AGENT_HOST says otherwise;
+    HAProxy is another container or pod, so neither may be the loopback."""
+
+    def agent_host(env: Mapping[str, str], argv: list[str]) -> str:
+        return env.get("ASR_AGENT_HOST") or option(argv, "--host")
+
+    hosts = [
+        agent_host(spec["environment"], dockerfile_cmd()) for spec in gateway_services().values()
+    ]
+    if "ASR_AGENT_PORT" in container_env():
+        hosts.append(agent_host(container_env(), dockerfile_cmd()))
+    assert hosts
+    for host in hosts:
+        assert host not in ("localhost", "127.0.0.1", "::1"), host
+
+
 def test_compose_haproxy_publishes_funasr_port_and_mounts_the_config_read_only() -> None:
     haproxy = compose()["services"]["haproxy"]
     assert haproxy["image"].startswith("haproxy:2.6")

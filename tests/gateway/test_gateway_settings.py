@@ -130,6 +130,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_DRAIN_TIMEOUT": ("7", lambda s: s.drain_timeout_s, 7.0),
     "ASR_DRAIN_DELAY": ("2", lambda s: s.drain_delay_s, 2.0),
     "ASR_AGENT_PORT": ("10096", lambda s: s.agent_port, 10096),
+    "ASR_AGENT_HOST": ("0.0.0.0", lambda s: s.agent_host, "0.0.0.0"),
     "ASR_RESUME_WINDOW": ("12.5", lambda s: s.resume_window_s, 12.5),
     "ASR_MAX_PARKED_SESSIONS": ("0", lambda s: s.max_parked_sessions, 0),
     "ASR_MAX_PARKED_PER_CLIENT": ("0", lambda s: s.max_parked_per_client, 0),
