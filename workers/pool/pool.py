@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import itertools
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from types import TracebackType
 
 import anyio
 import anyio.abc
 
-from shared.engines import EngineCapabilities, EngineName, Precision
+from shared.engines import EngineCapabilities, EngineName
 from shared.errors import OverCapacityError, ShuttingDownError, WorkerError, WorkerLoadError
 from shared.messages import (
     EngineSpec,
@@ -36,10 +34,10 @@ from shared.messages import (
     WorkerStats,
 )
 from shared.settings import PoolSettings
-from workers.engines import EngineLoader, load_engine, needs_onnx_export, select_engine
-from workers.engines.onnx_files import punc_up_to_date, up_to_date
-from workers.models.resolve import ResolvedModel, resolve_model
+from workers.engines import EngineLoader, load_engine
+from workers.models.resolve import ResolvedModel
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
+from workers.pool.prepare import prepare
 from workers.pool.stream import Audio, AudioStream
 
 logger = logging.getLogger(__name__)
@@ -90,37 +88,6 @@ class _Loss:
 
     cause: str  # completes "worker N (pid P) ..."
     error: BaseException | None = None  # an unexpected error: logged with its traceback
-
-
-async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
-    """Export the model to ONNX unless an up-to-date export is there already.
-
-    In a child process: exporting the large model peaks at ~3.7 GB, which the gateway process
-    would otherwise keep as resident memory for its whole life.
-    """
-    if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
-        return
-    logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
-    int8 = ["--int8"] if precision == "int8" else []
-    await _export_in_child(model_dir, ["-m", "workers.models.export", model_dir, *int8])
-
-
-async def ensure_punctuation_export(model_dir: str) -> None:
-    """Export the CT-Transformer to ONNX unless it is up to date; in a child, like the
-    Paraformer's export, so that torch never enters the gateway process."""
-    if await anyio.to_thread.run_sync(punc_up_to_date, Path(model_dir)):
-        return
-    logger.info("exporting %s to ONNX, once", model_dir)
-    await _export_in_child(model_dir, ["-m", "workers.models.export_punc", model_dir])
-
-
-async def _export_in_child(model_dir: str, arguments: list[str]) -> None:
-    result = await anyio.run_process([sys.executable, *arguments], check=False)
-    if result.returncode != 0:
-        detail = result.stderr.decode(errors="replace").strip().splitlines()
-        raise WorkerLoadError(
-            f"ONNX export of {model_dir} failed: {detail[-1] if detail else result.returncode}"
-        )
 
 
 class WorkerPool:
@@ -187,33 +154,7 @@ class WorkerPool:
         Fails loudly with the first worker's own error; no worker is left running then.
         """
         settings = self.settings
-        self.model = await anyio.to_thread.run_sync(
-            resolve_model, settings.model, settings.model_cache_dir, settings.kind
-        )
-        punc_model_dir = None
-        if settings.punc_model is not None:
-            punc = await anyio.to_thread.run_sync(
-                resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
-            )
-            punc_model_dir = punc.model_dir
-        engine = select_engine(self.model.engine, settings.engine, self.model.model_dir)
-        if needs_onnx_export(engine):
-            assert self.model.model_dir is not None
-            await ensure_onnx_export(self.model.model_dir, settings.onnx_precision)
-        if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
-            await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
-        specs = [
-            EngineSpec(
-                engine=engine,
-                device=device,
-                model_dir=self.model.model_dir,
-                threads=settings.threads_per_worker,
-                stream_idle_timeout_s=settings.stream_idle_timeout_s,
-                precision=settings.onnx_precision,
-                punc_model_dir=punc_model_dir,
-            )
-            for device in settings.worker_devices
-        ]
+        self.model, specs = await prepare(settings)
         handles = [
             WorkerHandle(i, spec, settings, self._engine_loader) for i, spec in enumerate(specs)
         ]

@@ -1,0 +1,90 @@
+"""What a pool's start does before any worker: the model found or built, exported to ONNX
+where its engine runs ONNX, and the spec each worker is started with."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import anyio
+
+from shared.engines import EngineName, Precision
+from shared.errors import WorkerLoadError
+from shared.messages import EngineSpec
+from shared.settings import PoolSettings
+from workers.engines import needs_onnx_export, select_engine
+from workers.engines.onnx_files import punc_up_to_date, up_to_date
+from workers.ipc.os_error import describe
+from workers.models.resolve import ResolvedModel, resolve_model
+
+logger = logging.getLogger(__name__)
+
+
+async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpec]]:
+    """The model, ready to load, and one spec per worker; :class:`WorkerLoadError` in one
+    line when the model cannot be found, built or exported."""
+    model = await anyio.to_thread.run_sync(
+        resolve_model, settings.model, settings.model_cache_dir, settings.kind
+    )
+    punc_model_dir = None
+    if settings.punc_model is not None:
+        punc = await anyio.to_thread.run_sync(
+            resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
+        )
+        punc_model_dir = punc.model_dir
+    engine = select_engine(model.engine, settings.engine, model.model_dir)
+    if needs_onnx_export(engine):
+        assert model.model_dir is not None
+        await ensure_onnx_export(model.model_dir, settings.onnx_precision)
+    if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
+        await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
+    specs = [
+        EngineSpec(
+            engine=engine,
+            device=device,
+            model_dir=model.model_dir,
+            threads=settings.threads_per_worker,
+            stream_idle_timeout_s=settings.stream_idle_timeout_s,
+            precision=settings.onnx_precision,
+            punc_model_dir=punc_model_dir,
+        )
+        for device in settings.worker_devices
+    ]
+    return model, specs
+
+
+async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
+    """Export the model to ONNX unless an up-to-date export is there already.
+
+    In a child process: exporting the large model peaks at ~3.7 GB, which the gateway process
+    would otherwise keep as resident memory for its whole life.
+    """
+    if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
+        return
+    logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
+    int8 = ["--int8"] if precision == "int8" else []
+    await _export_in_child(model_dir, ["-m", "workers.models.export", model_dir, *int8])
+
+
+async def ensure_punctuation_export(model_dir: str) -> None:
+    """Export the CT-Transformer to ONNX unless it is up to date; in a child, like the
+    Paraformer's export, so that torch never enters the gateway process."""
+    if await anyio.to_thread.run_sync(punc_up_to_date, Path(model_dir)):
+        return
+    logger.info("exporting %s to ONNX, once", model_dir)
+    await _export_in_child(model_dir, ["-m", "workers.models.export_punc", model_dir])
+
+
+async def _export_in_child(model_dir: str, arguments: list[str]) -> None:
+    try:
+        result = await anyio.run_process([sys.executable, *arguments], check=False)
+    except OSError as exc:  # no descriptor for its pipes, no memory to fork
+        raise WorkerLoadError(
+            f"ONNX export of {model_dir} could not start: {describe(exc)}"
+        ) from None
+    if result.returncode != 0:
+        detail = result.stderr.decode(errors="replace").strip().splitlines()
+        raise WorkerLoadError(
+            f"ONNX export of {model_dir} failed: {detail[-1] if detail else result.returncode}"
+        )
