@@ -8,6 +8,8 @@ side:
 - a stream opened with the hotword :data:`FAIL_OPEN`: ``open_stream`` raises;
 - a piece that starts with :data:`CLOSE_RESULTS`: the worker closes its results pipe and
   then sleeps, alive (the parent reads EOF from a worker that has not exited);
+- a piece that starts with :data:`CLOSE_COMMANDS`: the worker closes its end of its command
+  pipe, answers the piece and serves on (its next read fails);
 - a piece that starts with :data:`UNREADABLE`: its result pickles in the worker but cannot
   be unpickled in the parent;
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
@@ -38,6 +40,7 @@ from workers.engines.checksum import ChecksumEngine
 FAIL_STEP = np.array([-32768, 32767, -32768, 1], dtype=np.int16)
 CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
 UNREADABLE = np.array([-32768, 32767, -32768, 3], dtype=np.int16)
+CLOSE_COMMANDS = np.array([-32768, 32767, -32768, 4], dtype=np.int16)
 FAIL_OPEN = "fail-open"
 FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
 NO_FDS_ENV = "TEST_FAILING_ENGINE_NO_FDS"
@@ -78,6 +81,11 @@ class FailingChecksumEngine(ChecksumEngine):
                 if isinstance(thing, Connection) and not thing.closed and thing.writable:
                     thing.close()
             time.sleep(3600)
+        if any(_starts_with(item.samples, CLOSE_COMMANDS) for item in items):
+            for thing in gc.get_objects():
+                # Its only readable Connection (shm transport) is its command pipe.
+                if isinstance(thing, Connection) and not thing.closed and thing.readable:
+                    thing.close()
         if any(_starts_with(item.samples, FAIL_STEP) for item in items):
             super().feed(items)  # half the work done: the state is then dropped all the same
             raise RuntimeError("asked to fail this step")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import enum
 import errno
+import math
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -360,6 +361,13 @@ class WorkerHandle:
         if self._process is not None and self._process.is_alive():
             self._process.kill()
 
+    async def wait_exited(self) -> int | None:
+        """Wait for the process to exit, reap it, and return its exit code."""
+        process = self._process
+        assert process is not None
+        await _exited(process, math.inf)
+        return process.exitcode
+
     async def reap(self, timeout: float = KILL_GRACE_S) -> int | None:
         """Wait for the process to exit; past ``timeout`` terminate it, and past
         ``KILL_GRACE_S`` more kill it; join it."""
@@ -390,7 +398,8 @@ class WorkerHandle:
             self._sender.close()
             self._sender = None
         if self._results is not None:
-            anyio.notify_closing(self._results.fileno())
+            if not self._results.closed:  # it may have been closed under us
+                anyio.notify_closing(self._results.fileno())
             self._results.close()
             self._results = None
         if self._slab is not None:

@@ -43,6 +43,7 @@ from workers.pool.stream import Audio, AudioStream
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+EXIT_GRACE_S = 1.0  # from a worker's exit to giving up on the EOF of its results pipe
 ResultObserver = Callable[[int, StreamResult], None]
 
 
@@ -289,7 +290,8 @@ class WorkerPool:
 
     async def _serve(self, seat: _Seat, handle: WorkerHandle) -> _Loss | None:
         """Route the worker's results, write its commands and watch it for a hang, until
-        its results pipe ends. ``None`` if it simply exited; else why it was killed."""
+        its results pipe ends (or, that pipe closed under the pool, a moment after the
+        worker exits). ``None`` if it simply exited; else why it was given up."""
         losses: list[_Loss] = []
 
         def lose(loss: _Loss) -> None:
@@ -309,6 +311,7 @@ class WorkerPool:
         async with anyio.create_task_group() as group:
             group.start_soon(guarded, partial(self._watch_for_hang, handle, lose), "the watchdog")
             group.start_soon(guarded, handle.flush_commands, "writing its commands")
+            group.start_soon(_watch_for_exit, handle, lose, group.cancel_scope)
             await guarded(partial(handle.read_messages, self._route), "routing its results")
             group.cancel_scope.cancel()
         return losses[0] if losses else None
@@ -498,3 +501,21 @@ class WorkerPool:
                     f" (worker {self._seats[-1].index}: {self._seats[-1].restart_error})"
                 )
         return None
+
+
+async def _watch_for_exit(
+    handle: WorkerHandle, lose: Callable[[_Loss], None], reading: anyio.CancelScope
+) -> None:
+    """End the reading of a worker that has exited if its results pipe has not read EOF
+    within ``EXIT_GRACE_S``: the parent's end closed or replaced under it never will, and
+    the seat would wait on it forever, its streams with it. (A pipe that still holds the
+    worker's last results is read whole, EOF included, the moment it is readable.)"""
+    exit_code = await handle.wait_exited()
+    await anyio.sleep(EXIT_GRACE_S)
+    lose(
+        _Loss(
+            f"died (exit code {exit_code}) and its results pipe never read the end:"
+            " it was closed under the pool"
+        )
+    )
+    reading.cancel()
