@@ -77,10 +77,10 @@ from shared.errors import (
 )
 
 logger = logging.getLogger(__name__)
-_NO_AUDIO = memoryview(b"")
 
 MAX_INVALID_EVENTS = 100
 APPEND_PIECE_S = 1.0  # an append's audio is decoded and resampled this much at a time
+_NO_AUDIO = memoryview(b"")
 SUBPROTOCOL = "realtime"  # what OpenAI's browser clients offer
 KEY_SUBPROTOCOL = "openai-insecure-api-key."  # and the key after it: no headers in a browser
 TRANSCRIPTION_INTENT = "transcription"
