@@ -216,7 +216,10 @@ class Gateway:
                     )
                     self.metrics.sessions_max.set(settings.max_sessions)
                     resumes = ResumableSessions(
-                        settings.replica_id, settings.resume_window_s, settings.max_parked_sessions
+                        settings.replica_id,
+                        settings.resume_window_s,
+                        settings.max_parked_sessions,
+                        settings.max_parked_per_client,
                     )
                     self._serving = Serving(
                         settings,
