@@ -42,8 +42,6 @@ LIMITED = (
     f" resource.setrlimit(resource.RLIMIT_NOFILE, ({NOFILE}, hard));"
     " os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
 )
-AGENT_LINES = ("agent port", "Exception in 'lifespan' protocol")
-ACCEPT_LINES = ("out of system resource", *AGENT_LINES)
 ACCESS = ('"GET ', '"WebSocket ', "connection open", "connection closed")  # uvicorn's, per request
 
 
@@ -202,7 +200,20 @@ async def test_a_session_arriving_while_the_table_is_full_is_served_or_closed_at
     await serves_as_before(live)
 
 
+async def main_port_fault_over(live: Live) -> None:
+    """asyncio does not say when an accept works again: the gateway says so after a quiet
+    2 s; a fault that starts again before then is the same fault, and gets no new line."""
+    with anyio.fail_after(10):
+        while True:
+            lines = live.log_since(0)
+            started = sum("main port: accept failed" in line for line in lines)
+            if started == sum("main port: accepting again" in line for line in lines):
+                return
+            await anyio.sleep(0.05)
+
+
 async def test_a_second_of_a_full_table_costs_a_few_log_lines(live: Live) -> None:
+    await main_port_fault_over(live)
     offset = live.log_offset
     async with table_full(live):
         pending(live.agent_port).close()  # an agent check that gives up
@@ -212,7 +223,10 @@ async def test_a_second_of_a_full_table_costs_a_few_log_lines(live: Live) -> Non
     await serves_as_before(live)
     lines = [line for line in live.log_since(offset) if not any(a in line for a in ACCESS)]
     assert len(lines) <= 4, lines[:20]
-    assert sum(any(text in line for text in ACCEPT_LINES) for line in lines) >= 2
+    assert any("agent port: accept failed" in line for line in lines)
+    # uvloop drops what it cannot accept, silently; asyncio reports each failed accept.
+    main_port = any("main port: accept failed" in line for line in lines)
+    assert main_port == (live.loop == "asyncio")
 
 
 @pytest.mark.parametrize("path", ["/", "/static/page.js"])
