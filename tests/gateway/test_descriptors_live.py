@@ -185,6 +185,21 @@ async def test_the_agent_answers_the_probe_it_could_not_accept_once_descriptors_
     assert "accepting again" in agent_lines[1]
 
 
+async def test_a_live_session_goes_on_while_the_table_is_full(live: Live) -> None:
+    """It holds its descriptor already, and the audio and results need no other."""
+    pcm = bytes(range(256)) * 75
+    async with connect(live.server.url, compression=None, proxy=None) as ws:
+        await ws.send(config(mode="offline"))
+        async with table_full(live):
+            probe = pending(live.agent_port)
+            await ws.send(pcm)
+            await ws.send(END)
+            with anyio.fail_after(30):
+                final = json.loads(await ws.recv())
+    assert final["text"] == checksum(pcm)
+    assert await receive_all(probe) == b"ready up 100%\n"
+
+
 async def test_a_session_arriving_while_the_table_is_full_is_served_or_closed_at_once(
     live: Live,
 ) -> None:
