@@ -69,6 +69,13 @@ def load_for_export(model_dir: Path, threads: int) -> tuple[Any, dict[str, Any]]
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, or is as it was; a write that fails (a full disk)
+    leaves no temporary file behind either."""
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-        handle.write(data)
-    os.replace(handle.name, path)
+        temporary = Path(handle.name)
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -107,7 +107,10 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
             raise WorkerLoadError(
                 f"{variable}={model}: use synthetic:tiny or synthetic:large{seaco}"
             )
-        path = ensure_synthetic(Path(cache_dir), build, size)
+        try:
+            path = ensure_synthetic(Path(cache_dir), build, size)
+        except WorkerLoadError as exc:
+            raise WorkerLoadError(f"{variable}={model}: {exc.message}") from None
         return _from_directory(path, model, kind)  # refuses a build of another kind
     path = Path(model).expanduser()
     if path.is_dir():
@@ -123,16 +126,31 @@ _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 
 def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Path:
-    """Build the synthetic model into the cache unless it is already there."""
+    """Build the synthetic model into the cache unless it is already there.
+
+    A build that cannot be written (a full disk, a read-only cache) raises
+    :class:`WorkerLoadError` naming the directory and the cause, and leaves nothing.
+    """
     target = cache_dir / f"synthetic-{kind}-{size}-seed{seed}"
     if (target / "model.pt").is_file():
         return target
+    try:
+        _build(target, kind, size, seed)
+    except Exception as exc:
+        cause = _os_error_in(exc)
+        if cause is None:
+            raise  # not the disk's: a bug of the build, with its traceback
+        raise WorkerLoadError(f"cannot build {target}: {cause}{_free_in(cache_dir)}") from None
+    return target
+
+
+def _build(target: Path, kind: str, size: str, seed: int) -> None:
     from workers.models.synthetic import build_model_dir
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename: a concurrent or interrupted build never leaves a
-    # half-written directory where a worker would load it.
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=cache_dir))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and rename: a concurrent, interrupted or failed build never
+    # leaves a half-written directory where a worker would load it.
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build_model_dir(staging, kind, size, seed)  # type: ignore[arg-type]
         try:
@@ -142,7 +160,25 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
+
+
+def _os_error_in(exc: BaseException) -> OSError | None:
+    """The ``OSError`` behind ``exc``: itself, or one it was raised from or while handling
+    (torch's "unexpected pos" error has the ENOSPC of the write it was in as its context)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _free_in(directory: Path) -> str:
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return ""
+    return f" ({free / (1 << 20):.3g} MiB free there)"
 
 
 def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:

@@ -31,6 +31,7 @@ from workers.models.synthetic_base import (
     build_tokens,
     format_cmvn,
     frontend_conf,
+    save_weights,
 )
 
 LFR_DIM = 80 * 7
@@ -210,7 +211,7 @@ def build_model_dir(
     (out_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (out_dir / "tokens.json").write_text(json.dumps(tokens, ensure_ascii=False))
     (out_dir / "am.mvn").write_text(format_cmvn(means, inv_stds))
-    torch.save(model.state_dict(), out_dir / "model.pt")
+    save_weights(model.state_dict(), out_dir / "model.pt")
     return out_dir
 
 

@@ -4,6 +4,7 @@ and CMVN, in the formats funasr reads (``workers.models.synthetic`` builds the P
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 # "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.models.synthetic_seaco).
@@ -51,3 +52,13 @@ def format_cmvn(means: list[float], inv_stds: list[float]) -> str:
         f"<Rescale> {dim} {dim}\n<LearnRateCoef> 0 [ {scale} ]\n"
         "</Nnet>\n"
     )
+
+
+def save_weights(state: Any, path: Path) -> None:
+    """``torch.save`` through a Python file: a write that fails (a full disk) then carries
+    its ``OSError`` as the context of torch's error, which alone says only "unexpected pos"
+    (``workers.models.resolve`` reports the cause)."""
+    import torch
+
+    with path.open("wb") as file:
+        torch.save(state, file)

@@ -27,6 +27,7 @@ from workers.models.synthetic_base import (
     build_tokens,
     format_cmvn,
     frontend_conf,
+    save_weights,
 )
 
 VAD_FEATURE_DIM = 80 * 5  # 80 mel bins, LFR of 5 frames with a shift of 1
@@ -145,7 +146,7 @@ def build_vad_dir(out_dir: Path, seed: int = 0) -> Path:
     inv_stds = (torch.rand(VAD_FEATURE_DIM, generator=generator) * 0.2 + 0.2).tolist()
     (out_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (out_dir / "am.mvn").write_text(format_cmvn(means, inv_stds))
-    torch.save(model.state_dict(), out_dir / "model.pt")
+    save_weights(model.state_dict(), out_dir / "model.pt")
     return out_dir
 
 
@@ -176,5 +177,5 @@ def build_punc_dir(out_dir: Path, size: PuncSize, seed: int = 0) -> Path:
     model.eval()
     (out_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (out_dir / "tokens.json").write_text(json.dumps(tokens, ensure_ascii=False))
-    torch.save(model.state_dict(), out_dir / "model.pt")
+    save_weights(model.state_dict(), out_dir / "model.pt")
     return out_dir
