@@ -10,21 +10,33 @@ rebinding) cannot send the fetch elsewhere.
 Every failure is a ``TranscribeError``: a refused or failed connection, a protocol error, an
 invalid URL, a malformed ``Content-Length``: 400 ``fetch_failed``; the ``ASR_FETCH_TIMEOUT``
 passed: 400 ``fetch_timeout``; an internal address: 400 ``private_address``; more than
-``max_bytes``: 413 ``too_large``.
+``max_bytes``: 413 ``too_large``; no descriptor for the connection (the process's table is
+full, EMFILE/ENFILE, or the kernel is out of buffers): 503 ``unavailable``, to retry.
+
+What a fetch needs besides its socket is made once, at import: httpx's lazily imported
+``httpcore`` and the TLS context (which reads the CA bundle), so that a fetch on a nearly
+full descriptor table fails as the server's fault, not as a traceback, and costs one read
+of the CA bundle per process rather than per request.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
+import ssl
 from urllib.parse import urlsplit
 
 import anyio
+import httpcore  # noqa: F401  (httpx imports it at the first request; see above)
 import httpx
 
 from gateway.transcribe_errors import TranscribeError, too_large
 
 REDIRECTS = 3
+# The process (or system) is out of descriptors or buffers: the server's state, not the URL.
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+TLS_CONTEXT: ssl.SSLContext = httpx.create_ssl_context()
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -34,6 +46,8 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     try:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
+        if _out_of_resources(exc):
+            raise _unavailable() from None
         raise TranscribeError(400, "fetch_failed", f"cannot resolve {host}: {exc}") from None
     addresses: dict[IPAddress, None] = {}
     for info in infos:
@@ -69,7 +83,7 @@ class PinnedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, allow_private: bool, inner: httpx.AsyncBaseTransport | None = None) -> None:
         self._allow_private = allow_private
-        self._inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+        self._inner = inner if inner is not None else httpx.AsyncHTTPTransport(verify=TLS_CONTEXT)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -129,10 +143,33 @@ async def fetch(
         raise TranscribeError(
             400, "fetch_timeout", f"fetching the URL took over {timeout_s:g} s (ASR_FETCH_TIMEOUT)"
         ) from None
-    except (httpx.HTTPError, httpx.InvalidURL) as error:
+    except (httpx.HTTPError, httpx.InvalidURL, OSError) as error:
+        if _out_of_resources(error):
+            raise _unavailable() from None
+        if isinstance(error, OSError):
+            raise
         raise TranscribeError(
             400, "fetch_failed", f"fetching the URL failed: {type(error).__name__}: {error}"
         ) from None
+
+
+def _unavailable() -> TranscribeError:
+    return TranscribeError(
+        503, "unavailable", "the server has no free descriptor for the fetch now; retry shortly"
+    )
+
+
+def _out_of_resources(error: BaseException) -> bool:
+    """Whether an error, or one it was raised from (httpx wraps the socket's), says the
+    process has no descriptor or buffer left."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a chain of causes is short; a cycle must not loop for ever
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in OUT_OF_RESOURCES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def _fetch(url: str, max_bytes: int, transport: httpx.AsyncBaseTransport) -> bytes:

@@ -144,7 +144,7 @@ async def transcribe(
 
 
 def _refusal(error: TranscribeError) -> Response:
-    headers = {"Retry-After": "1"} if error.status == 429 else None
+    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
     body = {"error": {"status": error.status, "message": error.message}}
     return JSONResponse(body, error.status, headers)
 

@@ -95,7 +95,7 @@ def error_response(error: TranscribeError) -> JSONResponse:
     headers: dict[str, str] = {}
     if error.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if error.status == 429:
+    if error.status in (429, 503):
         headers["Retry-After"] = "1"
     if error.reason in NO_RETRY:
         headers["x-should-retry"] = "false"

@@ -16,9 +16,11 @@ once descriptors are free.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from websockets.asyncio.client import connect
 
 from gateway.app import STATIC
 from tests.gateway.checksums import END, checksum, config
+from tests.gateway.test_transcribe import speech, wav_bytes
 from tests.gateway.uvicorn_server import Server, free_port, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -65,7 +68,12 @@ async def live(
 ) -> AsyncIterator[Live]:
     loop: str = request.param
     agent_port = free_port()
-    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_AGENT_PORT": str(agent_port)}
+    env = {
+        "ASR_MODEL": "checksum",
+        "ASR_DEVICES": "cpu",
+        "ASR_AGENT_PORT": str(agent_port),
+        "ASR_FETCH_ALLOW_PRIVATE": "1",  # the URL fetch test's file is on loopback
+    }
     log = tmp_path_factory.mktemp(f"descriptors-{loop}") / "server.log"
     entry = (*LIMITED, "-m", "uvicorn", "gateway.app:app", "--loop", loop)
     async with serve(env, log, entry=entry) as server:
@@ -251,3 +259,68 @@ async def test_the_page_is_served_on_the_last_free_descriptor(live: Live, path: 
     async with table_nearly_full(live, free=1):
         status, body = await anyio.to_thread.run_sync(http_get, live.server.port, path)
     assert (status, body) == (200, (STATIC / name).read_bytes())
+
+
+class _OneWav(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def http_post_json(port: int, path: str, fields: dict[str, object]) -> tuple[int, str, bytes]:
+    """One POST on one new connection: the status, the Retry-After header, the body."""
+    body = json.dumps(fields).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, answer = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    retry = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in lines
+            if line.lower().startswith("retry-after:")
+        ),
+        "",
+    )
+    return int(lines[0].split()[1]), retry, answer
+
+
+async def test_a_url_fetch_with_no_descriptor_free_is_503_to_retry(live: Live) -> None:
+    """The request's connection took the last descriptor, and the fetch's socket finds
+    none: 503 with Retry-After (the server's state, not the URL's fault), and the same
+    request once descriptors are free transcribes the file."""
+    samples = speech(0.5)
+    handler = type("Wav", (_OneWav,), {"body": wav_bytes(samples)})
+    files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=files.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{files.server_address[1]}/speech.wav"
+        fields: dict[str, object] = {"url": url}
+        request = (live.server.port, "/v1/transcribe", fields)
+        offset = live.log_offset
+        async with table_nearly_full(live, free=1):
+            status, retry, body = await anyio.to_thread.run_sync(http_post_json, *request)
+        assert (status, retry) == (503, "1"), body
+        assert "no free descriptor" in json.loads(body)["error"]["message"]
+        assert not [line for line in live.log_since(offset) if "Traceback" in line]
+        status, _retry, body = await anyio.to_thread.run_sync(http_post_json, *request)
+        assert status == 200, body
+        assert json.loads(body)["text"] == checksum(samples.astype("<i2").tobytes())
+    finally:
+        files.shutdown()
+        files.server_close()
