@@ -245,4 +245,4 @@ async def test_a_full_resumable_outbox_holds_at_most_its_bound_in_memory(wav_nam
     finally:
         tracemalloc.stop()
     assert index > 5_150  # hundreds of frames unsent: the bound, not one frame, is measured
-    assert RESUME_BYTES * 0.8 < held <= RESUME_BYTES * 1.02, held
+    assert RESUME_BYTES * 0.6 < held <= RESUME_BYTES * 1.02, held
