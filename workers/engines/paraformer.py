@@ -20,6 +20,7 @@ import numpy as np
 from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
+from workers.engines.funasr_quiet import quiet_funasr
 from workers.engines.table import Answer, TableEngine
 
 INT16_SCALE = 32768.0
@@ -47,16 +48,17 @@ def load_automodel(model_dir: str, device: str, threads: int) -> Any:
             raise RuntimeError(f"device {device} requested but CUDA is not available")
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"{model_dir} is not a FunASR model directory (no config.yaml)")
-    from funasr import AutoModel
+    with quiet_funasr():
+        from funasr import AutoModel
 
-    model = AutoModel(
-        model=str(path.resolve()),
-        device=device,
-        ncpu=threads,
-        disable_update=True,
-        disable_pbar=True,
-        disable_log=True,
-    )
+        model = AutoModel(
+            model=str(path.resolve()),
+            device=device,
+            ncpu=threads,
+            disable_update=True,
+            disable_pbar=True,
+            disable_log=True,
+        )
     _release_freed_memory()
     return model
 

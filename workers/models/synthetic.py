@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from workers.engines.funasr_quiet import quiet_funasr
 from workers.models.synthetic_base import (
     LARGE_VOCAB,
     TINY_VOCAB,
@@ -178,13 +179,15 @@ def build_model_dir(
         return (
             build_vad_dir(out_dir, seed) if kind == "vad" else build_punc_dir(out_dir, size, seed)
         )
-    # Importing funasr's model packages fills the registry tables.
-    import funasr.models.bicif_paraformer.model
-    import funasr.models.paraformer.model
-    import funasr.models.paraformer_streaming.model
-    import funasr.models.seaco_paraformer.model  # noqa: F401
     import torch
-    from funasr.register import tables
+
+    # Importing funasr's model packages fills the registry tables.
+    with quiet_funasr():
+        import funasr.models.bicif_paraformer.model
+        import funasr.models.paraformer.model
+        import funasr.models.paraformer_streaming.model
+        import funasr.models.seaco_paraformer.model  # noqa: F401
+        from funasr.register import tables
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
+from workers.engines.funasr_quiet import quiet_funasr
 from workers.models.synthetic_base import (
     LARGE_VOCAB,
     TINY_VOCAB,
@@ -131,9 +132,11 @@ def punc_config(size: PuncSize) -> dict[str, Any]:
 
 def build_vad_dir(out_dir: Path, seed: int = 0) -> Path:
     """Write a loadable random-weight FSMN-VAD directory; deterministic for a seed."""
-    import funasr.models.fsmn_vad_streaming.model  # noqa: F401  (fills the registry)
     import torch
-    from funasr.register import tables
+
+    with quiet_funasr():
+        import funasr.models.fsmn_vad_streaming.model  # noqa: F401  (fills the registry)
+        from funasr.register import tables
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -156,9 +159,11 @@ def build_punc_dir(out_dir: Path, size: PuncSize, seed: int = 0) -> Path:
     Its vocabulary holds the synthetic Paraformers' characters (``build_tokens``), so the
     punctuation model sees known tokens in what they transcribe.
     """
-    import funasr.models.ct_transformer.model  # noqa: F401  (fills the registry)
     import torch
-    from funasr.register import tables
+
+    with quiet_funasr():
+        import funasr.models.ct_transformer.model  # noqa: F401  (fills the registry)
+        from funasr.register import tables
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
