@@ -2,7 +2,7 @@
 
 A ``Setting`` is a variable's name, its ``Kind`` (how a value is parsed and checked), its
 default and one line of doc. ``shared.settings_table`` lists every setting; the ``from_env``
-functions read through it, and the README's table is rendered from it (``render_table``).
+functions read through it, and docs/settings.md's table is rendered from it (``render_table``).
 
 Unset: the default. Set, a value is stripped and parsed by its kind; empty is "unset" only
 where the default is none or computed (``OrNone``), and refused elsewhere. A value its kind
@@ -22,7 +22,7 @@ C = TypeVar("C", bound=str)
 
 
 class Kind(Generic[T]):
-    """A type of value. ``values`` says what a valid one is, in the error and the README."""
+    """A type of value. ``values`` says what a valid one is, in the error and the settings page."""
 
     values: str = "text"
 
@@ -31,7 +31,7 @@ class Kind(Generic[T]):
         raise NotImplementedError
 
     def show(self, value: T) -> str:
-        """``value`` as the README's default column writes it (Markdown)."""
+        """``value`` as the settings page's default column writes it (Markdown)."""
         return f"`{value}`"
 
 
@@ -174,8 +174,8 @@ class Setting(Generic[T]):
     name: str
     kind: Kind[T]
     default: T
-    doc: str  # Markdown, as the README's "meaning" column shows it
-    # The default as the README writes it, where it is computed (from another setting, the
+    doc: str  # Markdown, as the settings page's "meaning" column shows it
+    # The default as the settings page writes it, where it is computed (from another setting, the
     # machine) rather than a value: "`ASR_MAX_SESSIONS`".
     shown: str | None = None
 
@@ -194,7 +194,7 @@ class Setting(Generic[T]):
 
 
 def render_table(settings: Iterable[Setting[Any]]) -> str:
-    """The README's settings table, in Markdown: a row per setting."""
+    """The settings table, in Markdown: a row per setting."""
     lines = ["| variable | default | values | meaning |", "|---|---|---|---|"]
     for setting in settings:
         cells = (f"`{setting.name}`", setting.default_text, setting.kind.values, setting.doc)

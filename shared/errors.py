@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-# WebSocket close codes (RFC 6455 and the IANA registry), as named in design.md.
+# WebSocket close codes (RFC 6455 and the IANA registry), as docs/protocol.md lists them.
 CLOSE_NORMAL = 1000
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_MESSAGE_TOO_BIG = 1009

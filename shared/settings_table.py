@@ -2,7 +2,7 @@
 
 The ``from_env`` functions (``PoolSettings``, ``GatewaySettings``, ``AccessSettings``,
 ``TranscribeSettings``) read through these entries, and the settings dataclasses take their
-defaults from them. The README's settings table is rendered from ``SETTINGS``
+defaults from them. The settings table of docs/settings.md is rendered from ``SETTINGS``
 (``python -m shared.settings_readme`` rewrites it; a test checks that it is up to date).
 """
 
@@ -482,7 +482,7 @@ MODEL_CACHE = Setting(
     shown="`~/.cache/asr-gateway/models`",
 )
 
-# The README's order.
+# The settings page's order.
 SETTINGS: tuple[Setting[Any], ...] = (
     MODEL,
     DEVICES,

@@ -5,7 +5,7 @@ Every field is checked against the shape OpenAI's API reference gives it (the ``
 SDK's types, ``openai/types/realtime``) and bounded, because what is kept lives as long as
 the session and is sent back in every ``session.updated``: only what we understood is kept,
 never the client's parsed JSON. What we accept and ignore, and what we refuse, is listed in
-``README.md`` ("OpenAI-compatible").
+``docs/openai.md``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Two dialects of the same session are spoken, as OpenAI's SDKs send them:
 
 A connection starts in ``ga`` (its ``session.created``) and answers in the dialect of the
 last update it got. Fields follow OpenAI's event reference; what we accept and ignore, and
-what we refuse, is listed in ``README.md`` ("OpenAI-compatible"). An update sets only the
+what we refuse, is listed in ``docs/openai.md``. An update sets only the
 fields it carries, as OpenAI's does; ``null`` turns turn detection off. The updates
 themselves are ``realtime_config``'s; the events built from the session's configuration,
 ``realtime_server_events``'.

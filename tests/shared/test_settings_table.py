@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from shared import settings_table
 from shared.env import Setting
-from shared.settings_readme import README, readme_with_table
+from shared.settings_readme import PAGE, page_with_table
 from shared.settings_table import SETTINGS
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    readme = README.read_text(encoding="utf-8")
-    assert readme == readme_with_table(readme), "run: python -m shared.settings_readme"
+def test_the_settings_pages_table_is_the_generated_one() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert page == page_with_table(page), "run: python -m shared.settings_readme"
 
 
 def test_every_setting_is_in_the_table_once() -> None:

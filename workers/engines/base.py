@@ -1,6 +1,6 @@
 """The engine interface: open a stream, feed a batch of chunks, close.
 
-Batch-shaped from the start (design.md): the worker hands the engine every chunk that is
+Batch-shaped from the start (docs/architecture.md): the worker hands the engine every chunk that is
 waiting, and the engine returns one result per chunk, in order. An engine that can only take
 one stream per call walks the batch; a batched engine runs it in one forward pass. What
 every engine does alike with its streams (open, close, expire, unknown or failed streams)
