@@ -1,5 +1,5 @@
 """``python -m gateway [uvicorn's options]``: serve the gateway, draining on SIGTERM and
-Ctrl-C before uvicorn's shutdown (``gateway.server``).
+Ctrl-C before uvicorn's shutdown (``gateway.ops.server``).
 
 The options are uvicorn's own (its click parameters, so ``--help`` lists them and
 ``UVICORN_*`` variables set them, as for ``uvicorn``), but for those that would serve
@@ -22,7 +22,7 @@ import uvicorn
 from uvicorn.config import LOGGING_CONFIG, STARTUP_FAILURE
 
 from gateway.app import create_app
-from gateway.server import DrainingServer
+from gateway.ops.server import DrainingServer
 
 SERVING_LOST = 1  # a fault ended serving: restart us (systemd's Restart=on-failure does)
 

@@ -1,14 +1,14 @@
 """The ASGI app: ``python -m gateway`` (or ``uvicorn gateway.app:app``).
 
-The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.websocket_endpoint``,
-then ``gateway.session``); an HTTP ``GET /`` gets the browser page (``gateway/static``);
-``POST /v1/transcribe`` decodes a whole file (``gateway.transcribe_endpoint``); OpenAI's
+The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.session.entry``,
+then ``gateway.session.session``); an HTTP ``GET /`` gets the browser page (``gateway/static``);
+``POST /v1/transcribe`` decodes a whole file (``gateway.files.endpoint``); OpenAI's
 ``/v1/audio/transcriptions``, ``/v1/models`` and ``/v1/realtime`` are ``gateway.openai_api``;
-``/healthz``, ``/readyz`` and ``/metrics`` are for the operator (``gateway.status``). The
+``/healthz``, ``/readyz`` and ``/metrics`` are for the operator (``gateway.ops.status``). The
 lifespan starts the worker pools (streaming; offline, VAD when configured) and stops them.
 ``drain`` lets the live sessions finish first: ``python -m gateway``'s server calls it on
-SIGTERM or Ctrl-C (``gateway.server``); under bare uvicorn the lifespan wraps uvicorn's
-signal handlers to the same end (``gateway.signals``, the fallback).
+SIGTERM or Ctrl-C (``gateway.ops.server``); under bare uvicorn the lifespan wraps uvicorn's
+signal handlers to the same end (``gateway.ops.signals``, the fallback).
 
 The lifespan is ours rather than Starlette's so that a start-up failure reaches uvicorn as
 one line (``ASR_MODEL=... is not in the local cache ...: set ASR_MODEL=...``), not as a
@@ -36,26 +36,26 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
-from gateway import status
-from gateway.access import ClientSessions
-from gateway.admission import Admission
-from gateway.agent import DEFAULT_HOST, Capacity, serve_agent
-from gateway.budget import BYTES_PER_SECOND, AudioBudget
-from gateway.closing import CLOSE_GRACE_S
-from gateway.main_port_log import bounded_accept_reports
+from gateway.files.endpoint import transcribe
+from gateway.limits.access import ClientSessions
+from gateway.limits.admission import Admission
+from gateway.limits.budget import BYTES_PER_SECOND, AudioBudget
+from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api import realtime as openai_realtime
 from gateway.openai_api import transcriptions as openai_transcriptions
-from gateway.page import PageFiles
-from gateway.resume import ResumableSessions
-from gateway.server_log import quiet_client_faults
-from gateway.serving import Serving
+from gateway.ops import status
+from gateway.ops.agent import DEFAULT_HOST, Capacity, serve_agent
+from gateway.ops.main_port_log import bounded_accept_reports
+from gateway.ops.page import PageFiles
+from gateway.ops.server_log import quiet_client_faults
+from gateway.ops.side_tasks import keep_running
+from gateway.ops.signals import SignalDrain
+from gateway.session.closing import CLOSE_GRACE_S
+from gateway.session.entry import serve_websocket
+from gateway.session.resumes import ResumableSessions
+from gateway.session.serving import Serving
 from gateway.settings import GatewaySettings
-from gateway.side_tasks import keep_running
-from gateway.signals import SignalDrain
-from gateway.transcribe import TranscriptionLimiter
-from gateway.transcribe_endpoint import transcribe
-from gateway.websocket_endpoint import serve_websocket
 from shared.errors import WorkerLoadError
 from shared.gc_tuning import latency_tuned_gc
 from shared.messages import StreamResult
@@ -74,7 +74,7 @@ class StartupError(Exception):
 class Gateway:
     """The ASGI app. Settings come from ``settings``, else from the environment at start-up.
     ``wrap_signals``: drain on uvicorn's SIGTERM and SIGINT by wrapping its handlers (bare
-    uvicorn's fallback); off when the server calls ``drain`` itself (``gateway.server``).
+    uvicorn's fallback); off when the server calls ``drain`` itself (``gateway.ops.server``).
     ``server_host``: the address the server listens on, where the agent listens too unless
     ``ASR_AGENT_HOST`` says otherwise (``python -m gateway`` passes its ``--host``)."""
 
@@ -202,7 +202,7 @@ class Gateway:
                     settings.agent_port, settings.agent_host or self._server_host or DEFAULT_HOST
                 )
                 # Side tasks: a fault of theirs is logged and they start again; it must not
-                # end serving (gateway.side_tasks).
+                # end serving (gateway.ops.side_tasks).
                 async with anyio.create_task_group() as group:
                     if agent is not None:
                         answer = partial(serve_agent, agent, self._capacity)
@@ -274,7 +274,7 @@ class Gateway:
         get 1012), let the live ones
         finish their utterance for up to ``timeout`` seconds (default ``ASR_DRAIN_TIMEOUT``),
         then close the rest with 1012. SIGTERM and Ctrl-C call this before uvicorn's own
-        shutdown (``gateway.server``, or ``gateway.signals`` under bare uvicorn); an
+        shutdown (``gateway.ops.server``, or ``gateway.ops.signals`` under bare uvicorn); an
         embedding server may call it too."""
         serving = self._serving
         if serving is None:

@@ -163,7 +163,7 @@ class GatewayMetrics:
         self.transcription_refusals = Counter(
             "asr_transcription_refusals",
             "File transcriptions refused, by reason: too_large, too_long, bad_rate,"
-            " not_wav, fetch_failed, fetch_timeout, private_address, ... (gateway.transcribe)",
+            " not_wav, fetch_failed, fetch_timeout, private_address, ... (gateway.files.request)",
             ["reason"],
             registry=registry,
         )
@@ -188,7 +188,7 @@ class GatewayMetrics:
         registry.register(WorkerCollector(lambda: self._pools))
 
     def watch_budget(self, held_seconds: Callable[[], float], max_seconds: float) -> None:
-        """Read the gateway-wide buffered audio (``gateway.budget``) at each scrape."""
+        """Read the gateway-wide buffered audio (``gateway.limits.budget``) at each scrape."""
         self.buffered_audio.set_function(held_seconds)
         self.buffered_audio_max.set(max_seconds)
 

@@ -1,7 +1,8 @@
 """Settings of the gateway, read from environment variables (``ASR_*``).
 
 The worker pool's own settings (model, devices, transport, threads, ...) are
-``shared.settings.PoolSettings``; this adds what the WebSocket side needs. Each variable's
+``shared.settings.PoolSettings``; these are the gateway's: access (keys, origins, the
+per-address cap), file transcription, and everything else a session needs. Each variable's
 type, default and meaning are its entry in ``shared.settings_table``.
 """
 
@@ -14,12 +15,66 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gateway.access import AccessSettings
-from gateway.endpointer import EndpointSettings
-from gateway.transcribe import TranscribeSettings
+from gateway.audio.endpointer import EndpointSettings
 from shared import settings_table as table
 from shared.messages import SAMPLE_RATE
 from shared.settings import PoolSettings
+
+
+@dataclass(frozen=True, slots=True)
+class AccessSettings:
+    """Empty ``api_keys``: no key needed. Empty ``allowed_origins``: any origin.
+    ``max_sessions_per_client`` 0: no per-address cap. ``protect_status``: ``/metrics`` and
+    ``/readyz``'s details (worker pids, model paths) need a key too; ``/healthz`` and
+    ``/readyz``'s status code never do, so that probes work without one."""
+
+    api_keys: frozenset[str] = table.API_KEYS.default
+    allowed_origins: frozenset[str] = table.ALLOWED_ORIGINS.default
+    max_sessions_per_client: int = table.MAX_SESSIONS_PER_CLIENT.default
+    protect_status: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_sessions_per_client < 0:
+            raise ValueError("ASR_MAX_SESSIONS_PER_CLIENT must be 0 (no cap) or positive")
+        if self.protect_status and not self.api_keys:
+            raise ValueError("ASR_PROTECT_STATUS=1 needs the keys to check: set ASR_API_KEYS")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AccessSettings:
+        env = os.environ if environ is None else environ
+        api_keys = table.API_KEYS.read(env)
+        protect = table.PROTECT_STATUS.read(env)
+        return cls(
+            api_keys=api_keys,
+            allowed_origins=frozenset(
+                origin.rstrip("/").lower() for origin in table.ALLOWED_ORIGINS.read(env)
+            ),
+            max_sessions_per_client=table.MAX_SESSIONS_PER_CLIENT.read(env),
+            # By default the status is protected exactly when sessions are.
+            protect_status=bool(api_keys) if protect is None else protect,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TranscribeSettings:
+    max_bytes: int = table.TRANSCRIBE_MAX_BYTES.default
+    concurrency: int = table.TRANSCRIBE_CONCURRENCY.default
+    fetch_timeout_s: float = table.FETCH_TIMEOUT.default
+    fetch_allow_private: bool = table.FETCH_ALLOW_PRIVATE.default
+    # A body must arrive within this: else a few clients sending a byte a second would
+    # hold every ASR_TRANSCRIBE_CONCURRENCY place (50 MiB at 1 MB/s takes 50 s).
+    upload_timeout_s: float = table.UPLOAD_TIMEOUT.default
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TranscribeSettings:
+        env = os.environ if environ is None else environ
+        return cls(
+            max_bytes=table.TRANSCRIBE_MAX_BYTES.read(env),
+            concurrency=table.TRANSCRIBE_CONCURRENCY.read(env),
+            fetch_timeout_s=table.FETCH_TIMEOUT.read(env),
+            fetch_allow_private=table.FETCH_ALLOW_PRIVATE.read(env),
+            upload_timeout_s=table.UPLOAD_TIMEOUT.read(env),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +98,13 @@ class GatewaySettings:
     max_session_s: float = table.MAX_SESSION_SECONDS.default
     drain_timeout_s: float = table.DRAIN_TIMEOUT.default
     # Offline utterances, uploads and 2pass sentences are decoded in segments of at most
-    # this (FunASR's VAD: max_single_segment_time, 60 s), cut at pauses: gateway.segment.
+    # this (FunASR's VAD: max_single_segment_time, 60 s), cut at pauses: gateway.audio.segment.
     max_segment_s: float = table.MAX_SEGMENT_SECONDS.default
     # The audio all sessions together may hold in the gateway (offline utterances, 2pass
-    # sentences) before new sessions are refused with 1013: gateway.budget.
+    # sentences) before new sessions are refused with 1013: gateway.limits.budget.
     max_buffered_s: float = field(default_factory=lambda: default_max_buffered_s())
     # What one client may cost the others (issue #14): frames a second (a token bucket
-    # holding a second's worth: gateway.ratelimit), the time from connecting to the config
+    # holding a second's worth: gateway.limits.rate), the time from connecting to the config
     # and from a config to its first audio, and how long one result may wait to be sent.
     max_frames_per_s: float = table.MAX_FRAMES_PER_SECOND.default
     config_timeout_s: float = table.CONFIG_TIMEOUT.default
@@ -62,7 +117,7 @@ class GatewaySettings:
     admission_queue: int | None = table.ADMISSION_QUEUE.default
     # shared.gc_tuning: freeze the start-up heap, rarer collections.
     gc_tuning: bool = table.GC_TUNING.default
-    # Resumable sessions (gateway.resume): how long a dropped one waits for its client, how
+    # Resumable sessions (gateway.session.resumes): how long a dropped one waits for its client, how
     # many may wait at once, and the name resume tokens give this replica.
     resume_window_s: float = table.RESUME_WINDOW.default
     # Scale-out (deploy/): the balancer is told of a drain this long before it starts,

@@ -18,6 +18,6 @@ module                     what
 ``realtime_transcripts``   the session's results as transcription events (sans I/O)
 ``realtime``               ``/v1/realtime?intent=transcription``: the Realtime API
                            translated to and from FunASR's protocol, so that the session
-                           behind it is the FunASR endpoint's own (``gateway.session``)
+                           behind it is the FunASR endpoint's own (``gateway.session.session``)
 ========================== ================================================================
 """

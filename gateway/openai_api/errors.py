@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from starlette.responses import JSONResponse
 
-from gateway.transcribe_errors import TranscribeError
+from gateway.files.errors import TranscribeError
 
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"

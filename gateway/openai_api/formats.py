@@ -1,7 +1,7 @@
 """A file's transcript in OpenAI's response formats (sans I/O): ``json``, ``text``, ``srt``,
 ``vtt``, ``verbose_json``, and the streamed events of ``stream=true``.
 
-A file comes as its decoded segments (``gateway.long_audio``: cut at pauses, each at most
+A file comes as its decoded segments (``gateway.session.long_audio``: cut at pauses, each at most
 ``ASR_MAX_SEGMENT_SECONDS``; a short file is one). Each becomes a subtitle cue and a
 ``verbose_json`` segment; a segment whose text is empty (silence) becomes neither, as its
 text is left out of the joined one. A cue's times are the segment's first token's start

@@ -1,8 +1,8 @@
 """``/v1/realtime?intent=transcription``: OpenAI's Realtime API in transcription mode.
 
 The dialect is a translation, at the ASGI level, to and from FunASR's protocol: the session
-behind it is the FunASR endpoint's own (``gateway.websocket_endpoint.serve_new_session``,
-then ``gateway.session``), on a Starlette ``WebSocket`` whose ``receive`` and ``send`` are
+behind it is the FunASR endpoint's own (``gateway.session.entry.serve_new_session``,
+then ``gateway.session.session``), on a Starlette ``WebSocket`` whose ``receive`` and ``send`` are
 this module's. So a realtime session has the same admission (places, the audio budget,
 the per-client cap, the admission wait), the same limits, metrics, drain and close codes,
 and the same pools, as a FunASR session; nothing about serving is written twice.
@@ -44,7 +44,8 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.closing import CLOSE_GRACE_S, close_reason
+from gateway.audio.resample import resampled_bytes
+from gateway.limits.rate import TokenBucket, frame_cost
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
 from gateway.openai_api.realtime_events import (
@@ -63,12 +64,11 @@ from gateway.openai_api.realtime_server_events import (
 )
 from gateway.openai_api.realtime_transcripts import Transcripts
 from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient
-from gateway.ratelimit import TokenBucket, frame_cost
-from gateway.resample import resampled_bytes
-from gateway.resume import owner_of
-from gateway.serving import Serving
-from gateway.transport import Transport, transport_of
-from gateway.websocket_endpoint import refused_handshake, serve_new_session
+from gateway.session.closing import CLOSE_GRACE_S, close_reason
+from gateway.session.entry import refused_handshake, serve_new_session
+from gateway.session.resumes import owner_of
+from gateway.session.serving import Serving
+from gateway.session.transport import Transport, transport_of
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
     GatewayError,
@@ -132,7 +132,7 @@ class RealtimeDialect:
         settings = serving.settings
         self._websocket = websocket
         self._metrics = metrics
-        # gateway.transport finds uvicorn's transport through ``receive.__self__``.
+        # gateway.session.transport finds uvicorn's transport through ``receive.__self__``.
         self.transport: Transport | None = transport_of(websocket)
         self._session_id = f"sess_{secrets.token_hex(12)}"
         self._ids = EventIds(self._session_id)

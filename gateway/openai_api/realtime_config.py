@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeGuard
 
-from gateway.protocol import parse_hotwords
-from gateway.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
+from gateway.audio.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
+from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
 from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES, SAMPLE_RATE
 
@@ -74,7 +74,7 @@ class RealtimeEventError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class TurnDetection:
-    """``server_vad``, carried out by our energy endpointer (``gateway.endpointer``)."""
+    """``server_vad``, carried out by our energy endpointer (``gateway.audio.endpointer``)."""
 
     threshold: float = DEFAULT_THRESHOLD
     prefix_padding_ms: int = DEFAULT_PREFIX_PADDING_MS

@@ -2,7 +2,7 @@
 events translated to FunASR's protocol (sans I/O; the way back is ``realtime_transcripts``).
 
 Each turn (an OpenAI conversation item) is one FunASR utterance of the session behind
-(``gateway.session``), named by its item id (``wav_name``): a config opens it, its audio
+(``gateway.session.session``), named by its item id (``wav_name``): a config opens it, its audio
 goes as binary frames of 16 kHz PCM, ``{"is_speaking": false}`` ends it. The first turn's
 utterance opens at once, the next ones with their first audio.
 
@@ -10,7 +10,7 @@ Audio is decoded (PCM16, G.711 u-law or A-law) and resampled to 16 kHz here, one
 resampler per turn as a FunASR utterance has one; a turn ends
 
 - at ``input_audio_buffer.commit``: the resampler's tail goes with it;
-- with ``server_vad``, where our energy endpointer (``gateway.endpointer``) hears
+- with ``server_vad``, where our energy endpointer (``gateway.audio.endpointer``) hears
   ``silence_duration_ms`` of pause after speech: the audio is cut exactly there, in 16 kHz
   bytes, and the resampler goes on into the next turn. A stretch that reaches the
   longest turn (``ASR_MAX_SEGMENT_SECONDS``) with no speech in it is dropped, as
@@ -31,7 +31,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from gateway.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.audio.resample import PcmResampler
 from gateway.openai_api.realtime_config import (
     Dialect,
     Encoding,
@@ -39,7 +40,6 @@ from gateway.openai_api.realtime_config import (
     RealtimeSettings,
 )
 from gateway.openai_api.realtime_server_events import EventIds, user_item
-from gateway.resample import PcmResampler
 from shared.messages import SAMPLE_RATE
 
 BYTES_PER_SECOND = 2 * SAMPLE_RATE

@@ -2,8 +2,8 @@
 so that ``OpenAI(base_url="http://HOST:PORT/v1", api_key=KEY)`` works unchanged.
 
 The request is ``/v1/transcribe``'s upload with OpenAI's fields, read, checked, limited,
-decoded and counted by the same code (``gateway.transcribe_endpoint.serve_transcription``,
-``gateway.transcribe``): the same caps and refusals, each as OpenAI's JSON error
+decoded and counted by the same code (``gateway.files.endpoint.serve_transcription``,
+``gateway.files.request``): the same caps and refusals, each as OpenAI's JSON error
 (``gateway.openai_api.errors``), in ``asr_transcriptions_total`` and
 ``asr_transcription_refusals_total`` like ``/v1/transcribe``'s. The answer is one of
 OpenAI's formats (``gateway.openai_api.formats``). The fields:
@@ -71,12 +71,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.long_audio import (
-    DecodedSegment,
-    decode_segments,
-    file_segments,
-    join_segments,
-    transcribe_segments,
+from gateway.audio.segment import Segment
+from gateway.files.endpoint import (
+    HeldResponse,
+    check_access,
+    decode_upload,
+    serve_transcription,
+)
+from gateway.files.multipart import Form
+from gateway.files.request import (
+    TranscribeError,
+    duration_s,
+    parse_hotwords_field,
+    read_upload,
+    refusal_for,
 )
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import error_event, error_response
@@ -92,22 +100,14 @@ from gateway.openai_api.formats import (
     render,
     sse,
 )
-from gateway.segment import Segment
-from gateway.serving import Serving
-from gateway.transcribe import (
-    TranscribeError,
-    duration_s,
-    parse_hotwords_field,
-    read_upload,
-    refusal_for,
+from gateway.session.long_audio import (
+    DecodedSegment,
+    decode_segments,
+    file_segments,
+    join_segments,
+    transcribe_segments,
 )
-from gateway.transcribe_endpoint import (
-    HeldResponse,
-    check_access,
-    decode_upload,
-    serve_transcription,
-)
-from gateway.upload import Form
+from gateway.session.serving import Serving
 from shared.errors import GatewayError
 from shared.messages import StreamOptions
 from workers.pool import WorkerPool

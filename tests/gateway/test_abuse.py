@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
-from gateway.limits import MAX_EMPTY_UTTERANCES
+from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES
 from gateway.settings import GatewaySettings
 from tests.gateway.checksums import END, checksum, config
 from tests.gateway.test_app import SETTINGS, expect_error, receive_until_final, send, wait_until

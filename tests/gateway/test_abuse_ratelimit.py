@@ -1,10 +1,10 @@
-"""The frame budget (gateway.ratelimit), fed times by hand: no clock, no socket."""
+"""The frame budget (gateway.limits.rate), fed times by hand: no clock, no socket."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.ratelimit import FULL_FRAME_BYTES, TokenBucket, frame_cost
+from gateway.limits.rate import FULL_FRAME_BYTES, TokenBucket, frame_cost
 
 
 def test_a_full_bucket_takes_its_burst_at_once_then_refuses() -> None:

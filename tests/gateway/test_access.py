@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient, WebSocketDenialResponse
 
-from gateway.access import AccessSettings, ClientSessions, check_handshake
 from gateway.app import create_app
-from gateway.settings import GatewaySettings
+from gateway.limits.access import ClientSessions, check_handshake
+from gateway.settings import AccessSettings, GatewaySettings
 from shared.errors import ProtocolError
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, check_online, config

@@ -6,7 +6,7 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from gateway.admission import Admission, Place
+from gateway.limits.admission import Admission, Place
 from shared.errors import OverCapacityError, ShuttingDownError
 
 pytestmark = pytest.mark.anyio

@@ -8,8 +8,8 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from gateway.agent import Capacity, agent_reply
 from gateway.app import create_app
+from gateway.ops.agent import Capacity, agent_reply
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import config

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.chunker import ChunkCutter
+from gateway.audio.chunker import ChunkCutter
 
 
 @pytest.mark.parametrize("chunk_bytes", [0, -2])

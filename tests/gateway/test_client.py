@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.client import main, read_wav
+from gateway.client import read_wav
+from gateway.client.cli import main
 from tests.gateway.uvicorn_server import free_port
 
 

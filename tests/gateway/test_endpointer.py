@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.endpointer import FRAME_BYTES, EndpointSettings, EnergyEndpointer, SentenceEnd
+from gateway.audio.endpointer import FRAME_BYTES, EndpointSettings, EnergyEndpointer, SentenceEnd
 
 
 def loud(ms: int) -> bytes:

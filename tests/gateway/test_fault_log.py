@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.fault_log import RepeatedFault
+from gateway.ops.fault_log import RepeatedFault
 
 ERROR = "[Errno 24] Too many open files"
 

@@ -24,7 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 from websockets.sync.connection import Connection
 from websockets.typing import Subprotocol
 
-from gateway.protocol import CONFIG_KEYS
+from gateway.funasr.config import CONFIG_KEYS
 from tests.gateway.checksums import END, check_online, config
 from tests.gateway.uvicorn_server import Server, serve_blocking
 
@@ -216,7 +216,7 @@ def test_good_sessions_verified_beside_the_fuzzing_and_no_traceback(
     assert all(w["restarts"] == 0 for w in health["workers"])
     # A bad session is an error frame and a close, never an unhandled exception, and no
     # traceback: uvicorn's own line for a text frame that is not UTF-8 (it answers 1007
-    # itself, before the app sees the frame) is one WARNING line (gateway.server_log).
+    # itself, before the app sees the frame) is one WARNING line (gateway.ops.server_log).
     log = live_server.output()
     assert "Exception in ASGI application" not in log
     assert "Traceback" not in log

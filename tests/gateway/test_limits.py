@@ -7,14 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.limits import MAX_EMPTY_UTTERANCES, SessionLimits
-from gateway.protocol import (
-    AudioReceived,
-    ConfigReceived,
-    EndOfUtterance,
-    ParserState,
-    SessionConfig,
-)
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, ParserState
+from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES, SessionLimits
 from gateway.settings import GatewaySettings
 from shared.errors import ProtocolError
 

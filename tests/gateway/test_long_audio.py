@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from gateway.app import create_app
-from gateway.endpointer import EndpointSettings
-from gateway.segment import cut, silence_by_energy
+from gateway.audio.endpointer import EndpointSettings
+from gateway.audio.segment import cut, silence_by_energy
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, checksum, config, receive_until_is_final

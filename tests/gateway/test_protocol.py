@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.protocol import (
-    CONFIG_KEYS,
+from gateway.funasr.config import CONFIG_KEYS, SessionConfig, parse_config
+from gateway.funasr.hotwords import parse_hotwords
+from gateway.funasr.parser import (
     AudioReceived,
     ConfigReceived,
     ConfigUpdated,
@@ -15,9 +16,6 @@ from gateway.protocol import (
     EndWithoutUtterance,
     ParserState,
     ProtocolParser,
-    SessionConfig,
-    parse_config,
-    parse_hotwords,
 )
 from shared.errors import FrameTooLargeError, GatewayError, ProtocolError
 from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, StreamOptions

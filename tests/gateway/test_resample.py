@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soxr
 
-from gateway.resample import PcmResampler, resampled_bytes
+from gateway.audio.resample import PcmResampler, resampled_bytes
 
 
 def pcm(samples: np.ndarray) -> bytes:

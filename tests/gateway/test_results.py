@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from gateway.results import (
+from gateway.funasr.results import (
     Label,
     Partials,
     WholeText,

@@ -1,4 +1,4 @@
-"""A session's resume rules, sans I/O (``gateway.resumability``): which token a resume may
+"""A session's resume rules, sans I/O (``gateway.session.resumability``): which token a resume may
 use, how often the previous one works, and how often a session may be resumed."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from starlette.websockets import WebSocket
 
-from gateway.resumability import RESUME_BURST, Resumability
-from gateway.resume import ResumableSessions
-from gateway.resume_token import TokenClaim
+from gateway.session.resumability import RESUME_BURST, Resumability
+from gateway.session.resume_token import TokenClaim
+from gateway.session.resumes import ResumableSessions
 from shared.errors import (
     ResumeDisplacedError,
     ResumeExpiredError,

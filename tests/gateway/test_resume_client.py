@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.resume_client import (
+from gateway.client.resume import (
     Acked,
     Duplicate,
     Message,

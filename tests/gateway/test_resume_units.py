@@ -10,10 +10,10 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from gateway.outbox import RESUME_BYTES, Outbox
-from gateway.protocol import ProtocolParser, ResumeRequested
-from gateway.resume import ResumableSessions, ResumeQuery, resume_query
-from gateway.resume_token import TokenClaim, TokenSigner, new_session_id
+from gateway.funasr.parser import ProtocolParser, ResumeRequested
+from gateway.session.outbox import RESUME_BYTES, Outbox
+from gateway.session.resume_token import TokenClaim, TokenSigner, new_session_id
+from gateway.session.resumes import ResumableSessions, ResumeQuery, resume_query
 from shared.errors import (
     ProtocolError,
     ResultsGoneError,

@@ -1,4 +1,4 @@
-"""Where long audio is cut (``gateway.segment``), and the budget of held audio."""
+"""Where long audio is cut (``gateway.audio.segment``), and the budget of held audio."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from gateway.budget import AudioBudget, HeldAudio
-from gateway.endpointer import FRAME_BYTES, EndpointSettings, EnergyEndpointer
-from gateway.segment import Segment, cut, join_texts, silence_by_energy, silence_from_speech
+from gateway.audio.endpointer import FRAME_BYTES, EndpointSettings, EnergyEndpointer
+from gateway.audio.segment import Segment, cut, join_texts, silence_by_energy, silence_from_speech
+from gateway.limits.budget import AudioBudget, HeldAudio
 from shared.errors import OverCapacityError
 
 BYTES_PER_S = 32000

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from gateway.server import DrainingServer
+from gateway.ops.server import DrainingServer
 
 pytestmark = pytest.mark.anyio
 

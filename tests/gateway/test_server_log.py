@@ -1,5 +1,5 @@
 """The log filter for client faults that the server under us logs with a traceback
-(``gateway.server_log``), fed the records those libraries make: the exceptions are
+(``gateway.ops.server_log``), fed the records those libraries make: the exceptions are
 websockets' own, raised by its ``ServerProtocol`` on the handshakes that cause them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from websockets.server import ServerProtocol
 
-from gateway.server_log import (
+from gateway.ops.server_log import (
     ClientFaultFilter,
     quiet_client_faults,
 )

@@ -14,8 +14,8 @@ import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from gateway.server import DrainingServer
-from gateway.side_tasks import keep_running
+from gateway.ops.server import DrainingServer
+from gateway.ops.side_tasks import keep_running
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def test_a_task_that_fails_is_started_again_after_a_growing_pause(
     pauses = [later - earlier for earlier, later in itertools.pairwise(runs)]
     assert pauses[0] >= 0.05
     assert pauses[1] >= 0.1  # doubled
-    failures = [r for r in caplog.records if r.name == "gateway.side_tasks"]
+    failures = [r for r in caplog.records if r.name == "gateway.ops.side_tasks"]
     assert [r.exc_info[1].args for r in failures if r.exc_info and r.exc_info[1]] == [
         ("failure 1",),
         ("failure 2",),
@@ -137,7 +137,7 @@ async def test_a_server_whose_app_lost_serving_shuts_down_and_says_why(
 ) -> None:
     app = App()
     server = Server(app)
-    caplog.set_level(logging.ERROR, "gateway.server")
+    caplog.set_level(logging.ERROR, "gateway.ops.server")
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)

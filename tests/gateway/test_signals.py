@@ -7,7 +7,7 @@ from types import FrameType
 import anyio
 import pytest
 
-from gateway.signals import HANDLED_SIGNALS, SignalDrain
+from gateway.ops.signals import HANDLED_SIGNALS, SignalDrain
 
 pytestmark = pytest.mark.anyio
 

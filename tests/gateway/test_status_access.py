@@ -9,9 +9,8 @@ from dataclasses import replace
 import pytest
 from starlette.testclient import TestClient
 
-from gateway.access import AccessSettings
 from gateway.app import create_app
-from gateway.settings import GatewaySettings
+from gateway.settings import AccessSettings, GatewaySettings
 from shared.settings import PoolSettings
 
 KEYED = AccessSettings(api_keys=frozenset({"secret"}), protect_status=True)

@@ -15,7 +15,7 @@ import soundfile
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
-from gateway.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, config, receive_until_is_final

@@ -1,4 +1,4 @@
-"""gateway.fetch: each hop resolved once, checked, and connected to the address checked."""
+"""gateway.files.fetch: each hop resolved once, checked, and connected to the address checked."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from gateway import fetch as fetch_module
-from gateway.fetch import IPAddress, PinnedTransport, check_addresses, fetch, is_internal
-from gateway.transcribe_errors import TranscribeError
+from gateway.files import fetch as fetch_module
+from gateway.files.errors import TranscribeError
+from gateway.files.fetch import IPAddress, PinnedTransport, check_addresses, fetch, is_internal
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,5 @@
-"""gateway.upload without a socket: the form parser fed chunks, the caps, Content-Length."""
+"""gateway.files.multipart without a socket: the form parser fed chunks, the caps, the
+Content-Length."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
-from gateway.transcribe_errors import TranscribeError
-from gateway.upload import (
+from gateway.files.errors import TranscribeError
+from gateway.files.multipart import (
     FIELD_MAX_BYTES,
     FormReader,
     boundary_of,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.protocol import SessionConfig
-from gateway.results import WholeText
-from gateway.segment import Segment
-from gateway.utterance import utterance_for
-from gateway.utterance.actions import (
+from gateway.audio.segment import Segment
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import WholeText
+from gateway.session.utterance import utterance_for
+from gateway.session.utterance.actions import (
     FindSegments,
     FinishStream,
     HoldAudio,

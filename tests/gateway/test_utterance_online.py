@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from gateway.protocol import SessionConfig
-from gateway.results import Partials
-from gateway.utterance import utterance_for
-from gateway.utterance.actions import FinishStream, OpenStream, Pool, RelayResults, SendAudio
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import Partials
+from gateway.session.utterance import utterance_for
+from gateway.session.utterance.actions import (
+    FinishStream,
+    OpenStream,
+    Pool,
+    RelayResults,
+    SendAudio,
+)
 from tests.gateway.utterance_helpers import SETTINGS, audio_of, loud, opened
 
 CONFIG = SessionConfig(mode="online", chunk_size=(0, 1, 5), wav_name="w")  # 1920-byte chunks

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from gateway.protocol import SessionConfig
-from gateway.results import Partials, WholeText
-from gateway.utterance import utterance_for
-from gateway.utterance.actions import Action, HoldAudio, Pool, RelayResults, ReleaseAudio
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import Partials, WholeText
+from gateway.session.utterance import utterance_for
+from gateway.session.utterance.actions import Action, HoldAudio, Pool, RelayResults, ReleaseAudio
 from shared.messages import StreamResult
 from tests.gateway.utterance_helpers import SETTINGS, audio_of, loud, names, opened, quiet
 

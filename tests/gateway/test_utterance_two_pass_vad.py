@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.protocol import SessionConfig
-from gateway.utterance import Utterance, utterance_for
-from gateway.utterance.actions import Action, AskVad, CloseStream, OpenStream, Pool, SendAudio
-from gateway.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted
+from gateway.funasr.config import SessionConfig
+from gateway.session.utterance import Utterance, utterance_for
+from gateway.session.utterance.actions import (
+    Action,
+    AskVad,
+    CloseStream,
+    OpenStream,
+    Pool,
+    SendAudio,
+)
+from gateway.session.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted
 from tests.gateway.utterance_helpers import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 10, 5))

@@ -20,7 +20,7 @@ import soundfile
 from starlette.testclient import TestClient, WebSocketTestSession
 
 from gateway.app import create_app
-from gateway.endpointer import EndpointSettings
+from gateway.audio.endpointer import EndpointSettings
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.gateway.checksums import END, checksum, config, receive_until_is_final

@@ -6,9 +6,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gateway.endpointer import EndpointSettings
-from gateway.utterance import UtteranceSettings
-from gateway.utterance.actions import Action, FinishStream, OpenStream, Pool, SendAudio, StreamRef
+from gateway.audio.endpointer import EndpointSettings
+from gateway.session.utterance import UtteranceSettings
+from gateway.session.utterance.actions import (
+    Action,
+    FinishStream,
+    OpenStream,
+    Pool,
+    SendAudio,
+    StreamRef,
+)
 
 BYTES_PER_MS = 32
 SETTINGS = UtteranceSettings(

@@ -1,0 +1,5 @@
+import sys
+
+from gateway.client.cli import main
+
+sys.exit(main())

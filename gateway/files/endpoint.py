@@ -1,0 +1,173 @@
+"""``POST /v1/transcribe``: the request's checks, its place, the decode, the JSON answer
+(the request's audio and its refusals: ``gateway.files.request``).
+
+``serve_transcription`` is the part every file endpoint shares (OpenAI's
+``/v1/audio/transcriptions`` too, ``gateway.openai_api.transcriptions``): draining and
+readiness (503), the key and the origin (401, 403), a place among
+``ASR_TRANSCRIBE_CONCURRENCY`` (429), one log line for a bug (500), and the counts
+(``asr_transcriptions_total{status}``, ``asr_transcription_refusals_total{reason}``); each
+endpoint brings what it runs and how it words a refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Awaitable, Callable
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
+from gateway.limits.access import check_handshake
+from gateway.limits.admission import Place
+from gateway.metrics import GatewayMetrics
+from gateway.session.long_audio import transcribe_long
+from gateway.session.serving import Serving
+from shared.errors import GatewayError
+from shared.messages import StreamOptions
+from workers.pool import Transcript
+
+logger = logging.getLogger(__name__)
+
+Run = Callable[[Serving, Request], Awaitable[Response]]
+Refuse = Callable[[TranscribeError], Response]
+
+
+class HeldResponse(StreamingResponse):
+    """A streamed answer that keeps the request's place until its last byte is sent (or
+    the client is gone): ``serve_transcription`` hands the place to it rather than giving
+    it back when ``run`` returns."""
+
+    place: Place | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.place is not None:
+                self.place.release()
+
+
+def check_access(serving: Serving | None, request: Request) -> Serving:
+    """The serving app, unless it is not (503) or the request may not use it: no key or a
+    wrong one (401), a foreign ``Origin`` (403); as for a WebSocket handshake."""
+    if serving is None or serving.admission.draining.is_set():
+        raise TranscribeError(503, "unavailable", "the server is not serving; try again later")
+    refusal = check_handshake(
+        serving.settings.access, request.headers, request.scope["query_string"]
+    )
+    if refusal is not None:
+        reason = "unauthorized" if refusal.status == 401 else "forbidden_origin"
+        raise TranscribeError(refusal.status, reason, refusal.message)
+    return serving
+
+
+async def serve_transcription(
+    serving: Serving | None,
+    request: Request,
+    metrics: GatewayMetrics,
+    *,
+    run: Run,
+    refuse: Refuse,
+) -> Response:
+    """``run``'s answer, counted; every refusal counted and answered by ``refuse``."""
+    error: TranscribeError
+    try:
+        serving = check_access(serving, request)
+        limiter = serving.transcriptions
+        if not limiter.try_take():
+            raise TranscribeError(
+                429,
+                "busy",
+                f"{limiter.limit} transcriptions are running (ASR_TRANSCRIBE_CONCURRENCY);"
+                " try again later",
+            )
+        place = Place(limiter.give)
+        try:
+            response = await run(serving, request)
+        except BaseException:
+            place.release()
+            raise
+        if isinstance(response, HeldResponse):
+            response.place = place  # given back when its stream ends
+        else:
+            place.release()
+        metrics.transcriptions.labels(str(response.status_code)).inc()
+        return response
+    except TranscribeError as refused:
+        error = refused
+    except Exception as exc:  # a bug: counted, one log line, still a JSON answer
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        logger.error(
+            "POST %s failed at %s:%s: %s: %s",
+            request.url.path,
+            where.filename,
+            where.lineno,
+            type(exc).__name__,
+            exc,
+        )
+        error = TranscribeError(500, "internal", "the server failed; see its log")
+    metrics.transcriptions.labels(str(error.status)).inc()
+    metrics.transcription_refusals.labels(error.reason).inc()
+    return refuse(error)
+
+
+async def decode_upload(serving: Serving, data: bytes) -> npt.NDArray[np.int16]:
+    """A file's audio as 16 kHz mono int16, checked and resampled off the event loop."""
+    return await anyio.to_thread.run_sync(decode_wav, data, serving.settings.max_session_s)
+
+
+async def transcribe_file(
+    serving: Serving, samples: npt.NDArray[np.int16], options: StreamOptions
+) -> Transcript:
+    """The whole file's transcript; longer than ASR_MAX_SEGMENT_SECONDS, in segments cut
+    at pauses, then joined."""
+    settings = serving.settings
+    try:
+        return await transcribe_long(
+            serving.whole_utterance_pool,
+            samples,
+            options,
+            max_segment_bytes=settings.max_segment_bytes,
+            vad_pool=serving.vad_pool,
+            energy_threshold=settings.endpoint.threshold,
+        )
+    except GatewayError as error:
+        raise refusal_for(error) from None
+
+
+async def transcribe(
+    serving: Serving | None, request: Request, metrics: GatewayMetrics
+) -> Response:
+    """A whole file, decoded as one utterance; every refusal a counted JSON error."""
+    return await serve_transcription(
+        serving, request, metrics, run=_transcribe_taken, refuse=_refusal
+    )
+
+
+def _refusal(error: TranscribeError) -> Response:
+    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
+    body = {"error": {"status": error.status, "message": error.message}}
+    return JSONResponse(body, error.status, headers)
+
+
+async def _transcribe_taken(serving: Serving, request: Request) -> Response:
+    audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
+    samples = await decode_upload(serving, audio.data)
+    transcript = await transcribe_file(serving, samples, StreamOptions(hotwords=audio.hotwords))
+    decoder = serving.whole_utterance_pool
+    body: dict[str, object] = {
+        "text": transcript.text,
+        "duration_s": duration_s(samples),
+        "source": audio.source,
+        "model": decoder.model.description if decoder.model else "",
+        "engine": decoder.engine,
+    }
+    if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]
+        body["timestamps"] = [list(pair) for pair in transcript.timestamps]
+    return JSONResponse(body)

@@ -1,0 +1,253 @@
+"""Request bodies of ``POST /v1/transcribe``, read with a byte cap as they arrive.
+
+A declared ``Content-Length`` is checked before anything is read (over the cap: 413 at
+once; not a number: 400). The body is then consumed chunk by chunk with a running count
+that stops at the cap (413), so memory stays bounded by the cap and nothing is spooled to
+disk: a multipart form is parsed incrementally (``python_multipart``, as Starlette does) and
+its ``file`` part kept in memory, up to ``ASR_TRANSCRIBE_MAX_BYTES``; the text fields the
+caller names (``/v1/transcribe``: ``hotwords``; OpenAI's endpoint: ``model``,
+``response_format``, ``timestamp_granularities[]``, ...) up to ``FIELD_MAX_BYTES`` each, every
+value of a repeated one kept in order; other fields are read past and dropped; at most
+``max_parts`` parts (``MAX_PARTS`` unless the caller says otherwise).
+
+A kept field that is a file is a 400 (``bad_form``); one that is not UTF-8, a 400 whose
+reason is ``bad_<name>`` (``[]`` left off: ``bad_hotwords``, ``bad_include``): the names are
+the caller's few, so the metric's labels stay few.
+
+``FormReader`` is sans-I/O: chunks in, a ``Form`` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Mapping
+from dataclasses import dataclass, field
+
+from python_multipart import MultipartParser
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import parse_options_header
+
+from gateway.files.errors import TranscribeError, too_large
+
+JSON_MAX_BYTES = 64 << 10
+JSON_WHY = "a JSON body takes at most 64 KiB"
+FORM_WHY = "ASR_TRANSCRIBE_MAX_BYTES and 256 KiB for the form's fields"
+FIELD_MAX_BYTES = 64 << 10  # a text field (hotwords: 16 KiB of words, plus JSON weights)
+FORM_SLACK_BYTES = 256 << 10  # a form's boundaries, part headers and text fields
+MAX_PARTS = 8
+TEXT_FIELDS = frozenset({"hotwords"})  # what /v1/transcribe's form keeps
+
+
+def check_declared_length(headers: Mapping[str, str], limit: int, what: str, why: str) -> None:
+    """Refuse at once a body whose ``Content-Length`` is over ``limit`` (413) or malformed."""
+    declared = headers.get("content-length")
+    if declared is None:
+        return  # chunked: the running count in ``read_capped`` / ``read_form`` stops it
+    text = declared.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise TranscribeError(400, "bad_length", f"the Content-Length {declared!r} is malformed")
+    if int(text) > limit:
+        raise too_large(limit, what, why)
+
+
+async def read_capped(chunks: AsyncIterator[bytes], limit: int, what: str, why: str) -> bytes:
+    """The whole body, refused with 413 as soon as it passes ``limit`` bytes."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise too_large(limit, what, why)
+    return bytes(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    file: bytes | None  # None: the form has no ``file`` part
+    filename: str
+    fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # in arrival order
+
+    def text(self, name: str) -> str | None:
+        """The field's value (its last, if it came more than once); None if absent."""
+        values = self.fields.get(name)
+        return values[-1] if values else None
+
+    def values(self, name: str) -> tuple[str, ...]:
+        """Every value of a repeated field (``timestamp_granularities[]``), in order."""
+        return self.fields.get(name, ())
+
+    @property
+    def hotwords(self) -> str | None:
+        return self.text("hotwords")
+
+
+def form_limit(max_file_bytes: int) -> int:
+    """The most bytes a form body may take: the file and ``FORM_SLACK_BYTES``."""
+    return max_file_bytes + FORM_SLACK_BYTES
+
+
+async def read_form(
+    content_type: str,
+    chunks: AsyncIterator[bytes],
+    max_file_bytes: int,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    """Parse a ``multipart/form-data`` body as it arrives, keeping ``fields``' text."""
+    reader = FormReader(boundary_of(content_type), max_file_bytes, fields, max_parts)
+    limit = form_limit(max_file_bytes)
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise too_large(limit, "the form", FORM_WHY)
+        reader.feed(chunk)
+    return reader.finish()
+
+
+def boundary_of(content_type: str) -> bytes:
+    _, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise TranscribeError(400, "bad_form", "the multipart Content-Type has no boundary")
+    return boundary
+
+
+class _Part:
+    def __init__(self) -> None:
+        self.header_name = bytearray()
+        self.header_value = bytearray()
+        self.disposition = b""
+        self.name = ""
+        self.filename: str | None = None
+        self.data = bytearray()
+        self.limit = 0  # what ``data`` may hold; -1: the data is dropped
+
+
+class FormReader:
+    """A multipart form, fed in chunks; what it keeps is bounded by its limits."""
+
+    def __init__(
+        self,
+        boundary: bytes,
+        max_file_bytes: int,
+        fields: Collection[str] = TEXT_FIELDS,
+        max_parts: int = MAX_PARTS,
+    ) -> None:
+        self._max_file_bytes = max_file_bytes
+        self._kept = frozenset(fields)
+        self._max_parts = max_parts
+        self._parts = 0
+        self._part = _Part()
+        self._ended = False
+        self._file: bytes | None = None
+        self._filename = ""
+        self._fields: dict[str, list[str]] = {}
+        try:
+            self._parser = MultipartParser(
+                boundary,
+                {
+                    "on_part_begin": self._on_part_begin,
+                    "on_header_field": self._on_header_field,
+                    "on_header_value": self._on_header_value,
+                    "on_header_end": self._on_header_end,
+                    "on_headers_finished": self._on_headers_finished,
+                    "on_part_data": self._on_part_data,
+                    "on_part_end": self._on_part_end,
+                    "on_end": self._on_end,
+                },
+            )
+        except FormParserError as error:
+            raise TranscribeError(400, "bad_form", f"the multipart boundary: {error}") from None
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            self._parser.write(chunk)
+        except FormParserError as error:
+            raise TranscribeError(
+                400, "bad_form", f"the multipart body is malformed: {error}"
+            ) from None
+
+    def finish(self) -> Form:
+        if not self._ended:
+            raise TranscribeError(
+                400, "bad_form", "the multipart body ends before its closing boundary"
+            )
+        fields = {name: tuple(values) for name, values in self._fields.items()}
+        return Form(self._file, self._filename, fields)
+
+    def _on_part_begin(self) -> None:
+        self._parts += 1
+        if self._parts > self._max_parts:
+            raise TranscribeError(
+                400, "bad_form", f"the form has more than {self._max_parts} parts"
+            )
+        self._part = _Part()
+
+    def _on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._part.header_name += data[start:end]
+
+    def _on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._part.header_value += data[start:end]
+
+    def _on_header_end(self) -> None:
+        part = self._part
+        if bytes(part.header_name).strip().lower() == b"content-disposition":
+            part.disposition = bytes(part.header_value)
+        part.header_name.clear()
+        part.header_value.clear()
+
+    def _on_headers_finished(self) -> None:
+        part = self._part
+        _, options = parse_options_header(part.disposition)
+        name = options.get(b"name")
+        if name is None:
+            raise TranscribeError(400, "bad_form", "a form part has no name")
+        part.name = name.decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        part.filename = None if filename is None else filename.decode("utf-8", "replace")
+        if part.name == "file":
+            if self._file is not None:
+                raise TranscribeError(400, "bad_form", "the form has more than one 'file' part")
+            part.limit = self._max_file_bytes
+        elif part.name in self._kept:
+            if part.filename is not None:
+                raise TranscribeError(
+                    400, "bad_form", f"the {part.name!r} field must be text, not a file"
+                )
+            part.limit = FIELD_MAX_BYTES
+        else:
+            part.limit = -1
+
+    def _on_part_data(self, data: bytes, start: int, end: int) -> None:
+        part = self._part
+        if part.limit < 0:
+            return
+        if len(part.data) + (end - start) > part.limit:
+            if part.name == "file":
+                raise too_large(part.limit)
+            raise TranscribeError(
+                400, "bad_form", f"the {part.name!r} field is over {part.limit} bytes"
+            )
+        part.data += data[start:end]
+
+    def _on_part_end(self) -> None:
+        part = self._part
+        if part.name == "file":
+            self._file = bytes(part.data)
+            self._filename = part.filename or "upload"
+        elif part.name in self._kept:
+            try:
+                text = part.data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TranscribeError(
+                    400, field_reason(part.name), f"the {part.name!r} field is not UTF-8 text"
+                ) from None
+            self._fields.setdefault(part.name, []).append(text)
+        part.data = bytearray()
+
+    def _on_end(self) -> None:
+        self._ended = True
+
+
+def field_reason(name: str) -> str:
+    """The refusal reason of a bad text field: ``bad_hotwords``, ``bad_include``."""
+    return "bad_" + name.removesuffix("[]")

@@ -1,0 +1,311 @@
+"""``POST /v1/transcribe``: a whole file in, its text out.
+
+The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "..."}``
+fetched with ``httpx`` (``gateway.files.fetch``); ``hotwords`` (a form field, or a JSON key)
+takes either form FunASR's clients send, as in a WebSocket config. Bodies are read with a
+byte cap as they arrive (``gateway.files.multipart``): nothing is spooled to disk, memory is
+bounded by the cap.
+It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
+``MAX_CHANNELS`` channels); its header is checked (rate, channels, duration) before any
+sample is read; it is mixed to mono and resampled to 16 kHz (``soxr``) off the event loop,
+then decoded as one utterance by the pool. Every refusal is an HTTP status with a JSON
+``error`` and is counted in ``asr_transcription_refusals_total{reason}``:
+
+====== ==================== ==========================================================
+status reason               when
+====== ==================== ==========================================================
+400    bad_length           a request ``Content-Length`` that is not a number
+400    bad_form             a malformed form, no ``file`` part, two, over ``MAX_PARTS``
+                            parts, a text field over ``FIELD_MAX_BYTES``
+400    bad_json             not JSON, or not ``{"url": "..."}``
+400    bad_url              a URL that is not http(s), or malformed
+400    bad_hotwords         hotwords past the limits of a WebSocket config
+400    bad_wav              an empty, truncated or corrupt WAV, one without samples
+400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
+400    too_many_channels    more than ``MAX_CHANNELS`` channels
+400    private_address      a URL host (any redirect hop) resolving to an address that
+                            is not global (unless ``ASR_FETCH_ALLOW_PRIVATE``)
+400    fetch_failed         the fetch failed: not resolved, refused, reset, a protocol
+                            error, a malformed ``Content-Length``, not HTTP 200, over
+                            ``REDIRECTS`` redirects
+400    fetch_timeout        the fetch took over ``ASR_FETCH_TIMEOUT``
+400    disconnected         the client went away while sending the body
+401    unauthorized         no API key, or a wrong one (as for WebSocket sessions)
+403    forbidden_origin     an ``Origin`` not in ``ASR_ALLOWED_ORIGINS``
+408    upload_timeout       the body did not arrive within ``ASR_UPLOAD_TIMEOUT``
+413    too_large            a file or fetch over ``ASR_TRANSCRIBE_MAX_BYTES``, a form over
+                            that and ``FORM_SLACK_BYTES``, JSON over 64 KiB (a declared
+                            ``Content-Length`` over the cap: at once, nothing read)
+413    too_long             more than ``ASR_MAX_SESSION_SECONDS`` of audio (from the header)
+415    unsupported_type     a request that is neither multipart nor JSON
+415    not_wav              audio that is not WAV, or a WAV encoding not listed above
+429    busy                 ``ASR_TRANSCRIBE_CONCURRENCY`` requests running (``Retry-After``)
+503    unavailable          the server is draining, no worker is ready, or no descriptor is
+                            free for a URL fetch (``Retry-After``)
+500    decode_failed        the pool failed to decode
+500    internal             any other exception: one log line
+====== ==================== ==========================================================
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+from starlette.requests import ClientDisconnect, Request
+
+from gateway.files.errors import TranscribeError
+from gateway.files.fetch import fetch
+from gateway.files.multipart import (
+    FORM_WHY,
+    JSON_MAX_BYTES,
+    JSON_WHY,
+    MAX_PARTS,
+    TEXT_FIELDS,
+    Form,
+    check_declared_length,
+    field_reason,
+    form_limit,
+    read_capped,
+    read_form,
+)
+from gateway.funasr.hotwords import parse_hotwords
+from gateway.settings import TranscribeSettings
+from shared.errors import GatewayError, OverCapacityError, ProtocolError, ShuttingDownError
+from shared.messages import SAMPLE_RATE
+
+__all__ = [
+    "AudioRequest",
+    "TranscribeError",
+    "decode_wav",
+    "duration_s",
+    "parse_hotwords_field",
+    "read_audio",
+    "read_upload",
+    "refusal_for",
+]
+
+MIN_RATE = 8000
+MAX_RATE = 48000
+MAX_CHANNELS = 8
+# At least a byte a sample: what is read stays within a few times the file's size.
+# (IMA ADPCM or GSM would decode to 8 or 20 float32 bytes per byte of file.)
+SUBTYPES = frozenset(
+    {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"}
+)
+BLOCK_FRAMES = 1 << 16  # mixed to mono a block at a time: no frames x channels array
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+def decode_wav(data: bytes, max_seconds: float) -> npt.NDArray[np.int16]:
+    """WAV bytes -> 16 kHz mono int16. Blocking (soundfile, soxr): call it in a thread.
+
+    The header (rate, channels, encoding, duration) is checked before any sample is read:
+    what is allocated after is bounded by the file's size and ``max_seconds``.
+    """
+    import soundfile
+    import soxr
+
+    if not data:
+        raise TranscribeError(400, "bad_wav", "the audio is empty")
+    try:
+        info = soundfile.info(io.BytesIO(data))
+    except (RuntimeError, soundfile.LibsndfileError):
+        if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+            raise TranscribeError(400, "bad_wav", "the WAV file is truncated or corrupt") from None
+        raise TranscribeError(
+            415, "not_wav", "the audio is not a WAV file; send WAV (RIFF/WAVE)"
+        ) from None
+    if info.format not in ("WAV", "WAVEX"):
+        raise TranscribeError(415, "not_wav", f"the audio is {info.format}, not WAV; send WAV")
+    if info.subtype not in SUBTYPES:
+        raise TranscribeError(
+            415, "not_wav", f"the WAV holds {info.subtype}; send PCM, float, u-law or A-law"
+        )
+    rate = int(info.samplerate)
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise TranscribeError(
+            400,
+            "bad_rate",
+            f"the WAV declares a sample rate of {rate} Hz; {MIN_RATE} to {MAX_RATE} Hz are taken",
+        )
+    if info.channels > MAX_CHANNELS:
+        raise TranscribeError(
+            400,
+            "too_many_channels",
+            f"the WAV has {info.channels} channels; at most {MAX_CHANNELS} are taken",
+        )
+    if info.frames / rate > max_seconds:
+        raise TranscribeError(
+            413,
+            "too_long",
+            f"the audio lasts {info.frames / rate:.0f} s, more than"
+            f" {max_seconds:g} s (ASR_MAX_SESSION_SECONDS)",
+        )
+    try:
+        mono = _read_mono(data, info.frames)
+    except (RuntimeError, soundfile.LibsndfileError) as exc:
+        raise TranscribeError(
+            400, "bad_wav", f"the WAV file is truncated or corrupt: {exc}"
+        ) from None
+    if len(mono) == 0:
+        raise TranscribeError(400, "bad_wav", "the WAV file holds no samples")
+    if rate != SAMPLE_RATE:
+        mono = soxr.resample(mono, rate, SAMPLE_RATE)
+    # In place: one float32 array of the 16 kHz length, then the int16 answer.
+    mono *= 32768.0
+    np.clip(mono, -32768, 32767, out=mono)
+    np.rint(mono, out=mono)
+    return mono.astype(np.int16)
+
+
+def _read_mono(data: bytes, frames: int) -> npt.NDArray[np.float32]:
+    """The file's samples as float32, mixed to mono a block at a time."""
+    import soundfile
+
+    mono = np.empty(frames, dtype=np.float32)
+    filled = 0
+    with soundfile.SoundFile(io.BytesIO(data)) as sound:
+        for block in sound.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True):
+            count = min(len(block), frames - filled)
+            mixed = block[:count, 0] if block.shape[1] == 1 else block[:count].mean(axis=1)
+            mono[filled : filled + count] = mixed
+            filled += count
+    return mono[:filled]
+
+
+# -- the request ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AudioRequest:
+    data: bytes
+    source: str  # the file name or the URL
+    hotwords: tuple[str, ...] = ()
+
+
+def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
+    """Hotwords in either form FunASR's clients send; past the limits of a WebSocket config,
+    a 400 whose reason is ``bad_<name>`` (``bad_hotwords``)."""
+    if value is None:
+        return ()
+    try:
+        return parse_hotwords(name, value)
+    except ProtocolError as error:
+        raise TranscribeError(400, field_reason(name), error.message) from None
+
+
+async def read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
+    """The audio bytes of a request, where they came from, and its hotwords."""
+    with _disconnect_refused():
+        return await _read_audio(request, settings)
+
+
+async def read_upload(
+    request: Request,
+    settings: TranscribeSettings,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    """A ``multipart/form-data`` request's ``file`` and its text ``fields`` (OpenAI's
+    endpoint, which takes no JSON): the same caps, deadline and refusals as an upload to
+    ``/v1/transcribe``."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise TranscribeError(
+            415, "unsupported_type", "send multipart/form-data with a 'file' field"
+        )
+    with _disconnect_refused():
+        return await _read_upload(request, content_type, settings, fields, max_parts)
+
+
+@contextmanager
+def _disconnect_refused() -> Iterator[None]:
+    try:
+        yield
+    except ClientDisconnect:
+        raise TranscribeError(
+            400, "disconnected", "the client went away while sending the body"
+        ) from None
+
+
+async def _read_upload(
+    request: Request,
+    content_type: str,
+    settings: TranscribeSettings,
+    fields: Collection[str] = TEXT_FIELDS,
+    max_parts: int = MAX_PARTS,
+) -> Form:
+    limit = form_limit(settings.max_bytes)
+    check_declared_length(request.headers, limit, "the form", FORM_WHY)
+    with _upload_deadline(settings):
+        form = await read_form(
+            content_type, request.stream(), settings.max_bytes, fields, max_parts
+        )
+    if form.file is None:
+        raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
+    return form
+
+
+async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        form = await _read_upload(request, content_type, settings)
+        assert form.file is not None, "_read_upload refuses a form without one"
+        return AudioRequest(form.file, form.filename, parse_hotwords_field(form.hotwords))
+    if content_type.startswith("application/json"):
+        check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
+        with _upload_deadline(settings):
+            raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body", JSON_WHY)
+        try:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise TranscribeError(400, "bad_json", "the body is not valid JSON") from None
+        url = payload.get("url") if isinstance(payload, dict) else None
+        if not isinstance(url, str):
+            raise TranscribeError(400, "bad_json", 'the JSON body must be {"url": "http(s)://..."}')
+        words = parse_hotwords_field(payload.get("hotwords"))
+        data = await fetch(
+            url,
+            max_bytes=settings.max_bytes,
+            timeout_s=settings.fetch_timeout_s,
+            allow_private=settings.fetch_allow_private,
+        )
+        return AudioRequest(data, url, words)
+    raise TranscribeError(
+        415,
+        "unsupported_type",
+        "send multipart/form-data with a 'file' field, or application/json with a 'url'",
+    )
+
+
+@contextmanager
+def _upload_deadline(settings: TranscribeSettings) -> Iterator[None]:
+    """408 unless the body has arrived within ``ASR_UPLOAD_TIMEOUT``."""
+    with anyio.move_on_after(settings.upload_timeout_s) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise TranscribeError(
+            408,
+            "upload_timeout",
+            f"the body did not arrive within {settings.upload_timeout_s:g} s (ASR_UPLOAD_TIMEOUT)",
+        )
+
+
+def refusal_for(error: GatewayError) -> TranscribeError:
+    if isinstance(error, ShuttingDownError | OverCapacityError):
+        return TranscribeError(503, "unavailable", error.message)
+    return TranscribeError(500, "decode_failed", f"decoding failed: {error.message}")
+
+
+def duration_s(samples: npt.NDArray[np.int16]) -> float:
+    return math.floor(len(samples) / SAMPLE_RATE * 1000) / 1000

@@ -1,0 +1,186 @@
+"""Long audio, cut where ``gateway.audio.segment`` says and decoded as a batch of segments.
+
+The cut points come from the VAD pool when one is configured (FunASR's FSMN-VAD speech
+regions, as FunASR's own ``generate`` segments a file), else from the audio's energy; the
+segments are then decoded concurrently (the offline worker's held step gathers them into
+batches), their timestamps moved to where each segment starts, and either joined
+(``transcribe_long``: ``/v1/transcribe``) or read one by one in order as they finish
+(``decode_segments``: OpenAI's segments, cues and streamed deltas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from gateway.audio.segment import (
+    BYTES_PER_MS,
+    Segment,
+    cut,
+    join_texts,
+    silence_by_energy,
+    silence_from_speech,
+)
+from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
+from shared.errors import GatewayError
+from shared.messages import StreamOptions
+from workers.pool import Transcript, WorkerPool
+
+Pcm = bytes | bytearray | memoryview
+
+
+async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> list[tuple[int, int]]:
+    """Where FunASR's FSMN-VAD hears speech in ``pcm``: ``(start, end)`` in bytes."""
+    regions: list[tuple[int, int]] = []
+    start: int | None = None
+    async with vad_pool.open_stream() as stream:
+
+        async def read() -> None:
+            nonlocal start
+            async for result in stream:
+                for event in vad_events(result.segments):
+                    match event:
+                        case SpeechStarted(at_byte=at):
+                            start = at
+                        case SpeechEnded(at_byte=at):
+                            regions.append((0 if start is None else start, at))
+                            start = None
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            await stream.finish(pcm)
+    if start is not None:  # speech to the very end
+        regions.append((start, len(pcm)))
+    return regions
+
+
+async def find_segments(
+    pcm: Pcm, max_bytes: int, vad_pool: WorkerPool | None, energy_threshold: float
+) -> list[Segment]:
+    """``pcm`` as segments of at most ``max_bytes``: one when it is short enough."""
+    if len(pcm) <= max_bytes:
+        return [Segment(0, len(pcm))]
+    if vad_pool is not None:
+        silent = silence_from_speech(await speech_regions(vad_pool, pcm), len(pcm))
+    else:
+        silent = await anyio.to_thread.run_sync(silence_by_energy, pcm, energy_threshold)
+    return cut(len(pcm), max_bytes, silent)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedSegment:
+    """One segment's transcript, its token times moved to where the segment starts in the
+    file; ``start_ms``/``end_ms``: the segment's bounds in the file."""
+
+    index: int
+    start_ms: int
+    end_ms: int
+    transcript: Transcript
+
+
+class SegmentDecodes:
+    """The segments of one file being decoded at once; iterated, each as soon as it and
+    every one before it is done (in order, whatever order the batches finish in)."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        self.segments = tuple(segments)
+        self._done = [anyio.Event() for _ in segments]
+        self._results: list[Transcript | GatewayError | None] = [None] * len(segments)
+
+    async def decode(
+        self, pool: WorkerPool, samples: npt.NDArray[np.int16], options: StreamOptions, index: int
+    ) -> None:
+        segment = self.segments[index]
+        try:
+            piece = samples[segment.start // 2 : segment.end // 2]
+            self._results[index] = await pool.transcribe_with_times(piece, options)
+        except GatewayError as error:
+            # Kept for the reader to raise in its turn: one task's failure must not cancel
+            # the segments before it, nor reach the caller wrapped in an ExceptionGroup.
+            self._results[index] = error
+        finally:
+            self._done[index].set()
+
+    async def __aiter__(self) -> AsyncIterator[DecodedSegment]:
+        for index, segment in enumerate(self.segments):
+            await self._done[index].wait()
+            result = self._results[index]
+            if isinstance(result, GatewayError):
+                raise result
+            assert result is not None, "a decode either filled its result or kept its error"
+            offset = segment.start_ms
+            moved = tuple((start + offset, end + offset) for start, end in result.timestamps)
+            yield DecodedSegment(
+                index, offset, segment.end // BYTES_PER_MS, Transcript(result.text, moved)
+            )
+
+
+@asynccontextmanager
+async def decode_segments(
+    pool: WorkerPool,
+    samples: npt.NDArray[np.int16],
+    segments: Sequence[Segment],
+    options: StreamOptions,
+) -> AsyncIterator[SegmentDecodes]:
+    """Decode every segment at once (the offline worker's held step batches them); what
+    is still decoding when the ``with`` is left is cancelled."""
+    decodes = SegmentDecodes(segments)
+    async with anyio.create_task_group() as group:
+        for index in range(len(segments)):
+            group.start_soon(decodes.decode, pool, samples, options, index)
+        yield decodes
+        group.cancel_scope.cancel()
+
+
+def join_segments(pieces: Sequence[DecodedSegment]) -> Transcript:
+    """Segments' transcripts as one: texts joined as FunASR joins them, times in order."""
+    texts = [piece.transcript.text for piece in pieces]
+    timestamps = tuple(pair for piece in pieces for pair in piece.transcript.timestamps)
+    return Transcript(join_texts(texts), timestamps)
+
+
+async def transcribe_segments(
+    pool: WorkerPool,
+    samples: npt.NDArray[np.int16],
+    segments: Sequence[Segment],
+    options: StreamOptions,
+) -> list[DecodedSegment]:
+    """Every segment's transcript, in order."""
+    async with decode_segments(pool, samples, segments, options) as decodes:
+        return [piece async for piece in decodes]
+
+
+async def file_segments(
+    samples: npt.NDArray[np.int16],
+    *,
+    max_segment_bytes: int,
+    vad_pool: WorkerPool | None,
+    energy_threshold: float,
+) -> list[Segment]:
+    """Where a whole file is cut: one segment unless it is longer than the limit."""
+    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")  # no copy
+    return await find_segments(pcm, max_segment_bytes, vad_pool, energy_threshold)
+
+
+async def transcribe_long(
+    pool: WorkerPool,
+    samples: npt.NDArray[np.int16],
+    options: StreamOptions,
+    *,
+    max_segment_bytes: int,
+    vad_pool: WorkerPool | None,
+    energy_threshold: float,
+) -> Transcript:
+    """A whole file's transcript, decoded in segments when it is longer than the limit."""
+    segments = await file_segments(
+        samples,
+        max_segment_bytes=max_segment_bytes,
+        vad_pool=vad_pool,
+        energy_threshold=energy_threshold,
+    )
+    return join_segments(await transcribe_segments(pool, samples, segments, options))

@@ -1,0 +1,162 @@
+"""A resumable session's side of its resumes (``gateway.session.resumes`` holds the replica's side):
+its name and tokens, who may resume it and how often, the resume waiting to be served, and
+its wait while parked.
+
+Tokens: the current generation is the only one a resume may use, with one exception, so
+that a client whose resume's answer (the session frame with the next token) was lost with
+its connection is not stranded: the generation before still works **once** while the
+client cannot have read the current token: the connection it went out on has brought no
+frame since (a resuming client reads it before it sends anything), and the resume asks for
+no result after the newest when it went out. Anything else is a replay. The exception is
+spent by its use and comes back only with the next generation, so an old token from a log
+works at most once, however long the client then stays quiet.
+
+Each resume replays the results the client has not acknowledged (up to the outbox's
+bound), for a few hundred bytes of handshake: ``ASR_MAX_RESUMES_PER_MINUTE`` bounds how
+often one session can make us do that (``ResumeThrottledError``, 4429, uses nothing up).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+from starlette.websockets import WebSocket
+
+from gateway.limits.rate import TokenBucket
+from gateway.session.resume_token import TokenClaim
+from gateway.session.resumes import Attachment, ResumableSessions
+from shared.errors import (
+    ResumeDisplacedError,
+    ResumeExpiredError,
+    ResumeForbiddenError,
+    ResumeReusedError,
+    ResumeThrottledError,
+)
+
+RESUME_BURST = 5  # resumes a session may take back to back before the rate applies
+NoResume = Literal["window passed", "no parking place"]
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """What a session frame says of the session's tokens."""
+
+    session_id: str
+    token: str
+
+
+class Resumability:
+    """Registered with ``sessions`` under a new id on creation; ``forget`` ends it."""
+
+    def __init__(
+        self,
+        sessions: ResumableSessions,
+        session_id: str,
+        *,
+        owner: str,
+        client: str,
+        resumes_per_minute: float,
+        now: float,
+    ) -> None:
+        self.session_id = session_id
+        self._sessions = sessions
+        self._owner = owner  # gateway.session.resumes.owner_of
+        self._client = client  # its first connection's address: whose parking share it uses
+        self._generation = 1  # the current token's
+        self._issued_at = 0  # the newest result when the current token first went out
+        self._heard_since = False  # a frame came in after the current token went out
+        self._unissued = True  # the current generation has not gone out in a session frame
+        self._previous_spent = False  # the one use of the previous token was made
+        self._rate = TokenBucket(resumes_per_minute / 60, RESUME_BURST, now)
+        self._pending: Attachment | None = None
+        self._arrived = anyio.Event()
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def heard(self) -> None:
+        """A frame came in on the current connection: its client has read the current token."""
+        self._heard_since = True
+
+    def issue(self, newest_result: int) -> IssuedToken:
+        """The current token, for a session frame about to go out; the exception's clock
+        starts when a generation first goes out, and only then."""
+        if self._unissued:
+            self._unissued = False
+            self._issued_at = newest_result
+            self._heard_since = False
+        token = self._sessions.signer.issue(self.session_id, self._generation)
+        return IssuedToken(self.session_id, token)
+
+    def claim(self, claim: TokenClaim, last_result: int, owner: str, now: float) -> None:
+        """Check a resume's token and rate; on success the current token's generation is
+        the next one (or, for the previous token's one use, stays as it is). Raises the
+        ``ResumeError`` that says why not, using nothing up."""
+        if not hmac.compare_digest(owner, self._owner):
+            raise ResumeForbiddenError("the session was opened with another API key")
+        current = claim.generation == self._generation
+        if not (current or self._may_reuse_previous(claim.generation, last_result)):
+            raise ResumeReusedError(
+                "the resume token was used already: each resume returns the next one"
+            )
+        if not self._rate.take(1.0, now):
+            wait = (1.0 - self._rate.tokens) / self._rate.rate
+            raise ResumeThrottledError(
+                f"the session was resumed too often (ASR_MAX_RESUMES_PER_MINUTE): retry in"
+                f" {wait:.1f} s"
+            )
+        if current:
+            self._generation += 1
+            self._unissued = True
+            self._previous_spent = False
+        else:
+            self._previous_spent = True  # it gets the same next token, once
+
+    def _may_reuse_previous(self, generation: int, last_result: int) -> bool:
+        if generation != self._generation - 1 or self._previous_spent:
+            return False
+        if self._unissued:
+            return True  # the current token never went out: the client cannot have it
+        return not self._heard_since and last_result <= self._issued_at
+
+    # -- the next connection ----------------------------------------------------------------
+
+    @property
+    def waiting(self) -> bool:
+        """A resume is waiting to be served."""
+        return self._pending is not None
+
+    def hand_over(self, websocket: WebSocket, last_result: int) -> Attachment:
+        """A claimed resume's connection, served next: one still waiting is displaced."""
+        attachment = Attachment(websocket, last_result)
+        if self._pending is not None:
+            self._pending.refuse(ResumeDisplacedError("a later resume took the session over"))
+        self._pending = attachment
+        self._arrived.set()
+        return attachment
+
+    async def next_connection(self, window_s: float) -> Attachment | NoResume:
+        """The resume waiting already, else the first within ``window_s``, parked
+        meanwhile; else why none will come (the session then ends)."""
+        if self._pending is None:
+            if not self._sessions.try_park(self._client):
+                return "no parking place"
+            try:
+                with anyio.move_on_after(window_s):
+                    await self._arrived.wait()
+            finally:
+                self._sessions.unpark(self._client)
+        attachment, self._pending = self._pending, None
+        if attachment is None:
+            return "window passed"
+        self._arrived = anyio.Event()
+        return attachment
+
+    def forget(self) -> None:
+        """No resume reaches the session from now on; one waiting is refused."""
+        self._sessions.forget(self.session_id)
+        if self._pending is not None:
+            self._pending.refuse(ResumeExpiredError("the session ended"))
+            self._pending = None

@@ -1,0 +1,567 @@
+"""One session: its task group of a forwarder, a writer and the connections it is served on,
+each connection its own task group of a reader and a sender.
+
+::
+
+    reader:    ws frames -> ProtocolParser -> [events, bounded]
+    forwarder: [events] -> the utterance's logic (gateway.session.utterance) -> its actions:
+               pool streams opened, fed and finished; passes handed on -> [passes, bounded]
+    writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> [outbox]
+    sender:    [outbox] -> ws frames
+
+Each mode's logic is sans I/O (``gateway.session.utterance``): it turns the parser's events into
+actions, and the forwarder only carries them out, answering its questions (the VAD's
+answer to a piece, where to cut long audio) before it reads the next event.
+
+Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
+events stream, which stops the reader, which leaves frames unread in uvicorn, which stops
+reading the socket, and TCP pushes back on the client. A slow client makes the sender wait,
+which fills the outbox (``gateway.session.outbox``), which makes the writer wait, which leaves
+results unread, which makes ``send`` wait the same way.
+
+A session lives as long as its first connection, unless it is resumable
+(``gateway.session.resumes``): then a dropped connection only ends the connection's task group. The
+forwarder, the writer and the pool streams go on; the session parks until a resume hands
+it the next connection (or its window passes), whose sender starts again after the last
+result the client has. The reader takes a frame only when its events have room, and queues
+them without waiting: whatever the parser took, the session has, the acks (``samples``)
+count exactly that, and a lost connection's reader never waits on the forwarder.
+
+The first task to fail decides how the session ends: an error frame and its close code
+(``GatewayError``), or nothing at all when the client has gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.abc
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.funasr.parser import (
+    AudioReceived,
+    ConfigReceived,
+    ConfigUpdated,
+    EndOfUtterance,
+    EndWithoutUtterance,
+    Event,
+    ParserState,
+    ProtocolParser,
+    ResumeRequested,
+)
+from gateway.funasr.results import Label, ack_message, end_acknowledgement, session_message
+from gateway.limits.session_limits import SessionLimits
+from gateway.metrics import GatewayMetrics
+from gateway.session import transport
+from gateway.session.closing import CLOSE_GRACE_S, close_with_error
+from gateway.session.outbox import Outbox
+from gateway.session.resumability import Resumability
+from gateway.session.resume_token import TokenClaim
+from gateway.session.resumes import Attachment
+from gateway.session.serving import Serving
+from gateway.session.streams import Acknowledge, Pass, SessionStreams
+from gateway.session.utterance import Utterance, utterance_for
+from shared.errors import (
+    GatewayError,
+    ProtocolError,
+    ResumeExpiredError,
+    ShuttingDownError,
+    WorkerError,
+)
+
+logger = logging.getLogger(__name__)
+
+EVENT_BUFFER = 4  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
+MAX_EVENTS_PER_FRAME = 2  # a config update and an end (gateway.funasr.parser)
+PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
+CLEAN_CLOSE_CODES = (1000, 1001)
+ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
+
+
+class _ClientGone(Exception):
+    """The client closed the connection or dropped it: nobody to tell anything."""
+
+
+class Session:
+    """Serves one session, from its first connection until the client leaves for good or
+    an error closes it. ``run`` returns a ``ResumeRequested`` when the connection's first
+    frame asks to resume another session instead: nothing of this one was opened."""
+
+    def __init__(
+        self,
+        websocket: WebSocket,
+        serving: Serving,
+        metrics: GatewayMetrics,
+        owner: str = "",
+        client: str = "",
+    ) -> None:
+        settings = serving.settings
+        self._websocket = websocket  # the current connection's
+        self._serving = serving
+        self._settings = settings
+        self._admission = serving.admission
+        self._metrics = metrics
+        self._owner = owner
+        self._client = client
+        self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
+        self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self._event_taken = anyio.Event()  # the forwarder made room in the events stream
+        self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
+            PASS_BUFFER
+        )
+        self._streams = SessionStreams(serving, self._passes_in)
+        self._outbox = Outbox()
+        self._open_utterances = 0  # configs received whose final result is not sent yet
+        self._utterances = 0  # configs received
+        # Ends that asked for the acknowledgement and have not had it, oldest first.
+        self._owed_acknowledgements: list[Label] = []
+        self._idle_scope: anyio.CancelScope | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._ended = False
+        self._error: GatewayError | None = None
+        self._limits = SessionLimits(settings, anyio.current_time())
+        self._resume_instead: ResumeRequested | None = None
+        # The connection being served: its task group, whether it is still there, whether
+        # the server's WebSocket layer closed it (a protocol error, no pong in time).
+        self._connection_scope: anyio.CancelScope | None = None
+        self._live = True
+        self._closed_under = False
+        self._attachment: Attachment | None = None  # the current connection's, if a resume's
+        self._resumability: Resumability | None = None
+        self._session_frame_due = False
+        self._resumed = False  # the current connection is a resume's
+        self._left = False  # the client closed the connection with a close frame
+
+    async def run(self) -> ResumeRequested | None:
+        limit = self._settings.max_session_s
+        try:
+            async with self._streams:
+                with anyio.move_on_after(limit) as session_scope:
+                    async with anyio.create_task_group() as group:
+                        self._group = group
+                        for task in (
+                            self._serve_connections,
+                            self._forward,
+                            self._write,
+                            self._watch_drain,
+                        ):
+                            group.start_soon(self._guard, task)
+                if session_scope.cancelled_caught and not self._ended:
+                    self._error = ProtocolError(
+                        f"the session reached its maximum length of {limit:g} s"
+                        " (ASR_MAX_SESSION_SECONDS)"
+                    )
+        finally:
+            for end in (self._events_in, self._events, self._passes_in, self._passes):
+                end.close()
+            self._forget()
+        if self._resume_instead is not None:
+            return self._resume_instead
+        await self._close()
+        if self._attachment is not None:
+            self._attachment.released.set()
+        return None
+
+    async def _close(self) -> None:
+        """Tell the client how the session ended, if it is still there to be told."""
+        if self._error is not None:
+            code = self._error.close_code
+            self._metrics.session_errors.labels(str(code)).inc()
+            logger.info("closing a session with %d: %s", code, self._error.message)
+            if not self._live:
+                return  # parked: nobody to tell
+            config = self._parser.session_config
+            await close_with_error(
+                self._websocket,
+                self._error,
+                mode=config.mode,
+                wav_name=config.wav_name,
+                owed_acknowledgements=self._owed_acknowledgements,
+                pending_frames=self._outbox.unsent(),
+            )
+        elif self._closed_under and self._live:
+            logger.info(
+                "a session's connection was closed by uvicorn: a protocol error of the"
+                " client's, or no pong within --ws-ping-timeout"
+            )
+            await transport.let_go(self._websocket, CLOSE_GRACE_S)
+
+    async def _guard(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the session's tasks; the first to fail ends the whole session."""
+        try:
+            await task()
+        except GatewayError as exc:
+            self._end(exc)
+        except (_ClientGone, WebSocketDisconnect):
+            self._end(None)
+        except Exception as exc:
+            logger.exception("session task %s failed", getattr(task, "__name__", task))
+            self._end(GatewayError(f"internal error: {type(exc).__name__}"))
+
+    def _end(self, error: GatewayError | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._error = error
+        self._forget()
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+
+    def _forget(self) -> None:
+        """No resume reaches this session from now on."""
+        if self._resumability is not None:
+            self._resumability.forget()
+
+    # -- connections --------------------------------------------------------------------
+
+    async def _serve_connections(self) -> None:
+        """Serve the first connection, and each resume's after it; without resumability,
+        or once the window passes with no resume, the session ends with the connection."""
+        while True:
+            await self._serve_connection()
+            if self._attachment is not None:
+                self._attachment.released.set()  # its endpoint may return
+                self._attachment = None
+            if self._resumability is None:
+                raise _ClientGone
+            if self._left:
+                raise _ClientGone  # a close frame: the client is done with the session
+            attachment = await self._wait_for_resume()
+            self._metrics.resumes.labels("resumed").inc()
+            self._websocket, self._attachment = attachment.websocket, attachment
+            self._live, self._closed_under, self._resumed = True, False, True
+            # Checked in attach; raises if the old connection's sender let frames go since.
+            self._outbox.rewind(attachment.last_result)
+            self._parser.reconnected()
+            self._session_frame_due = True
+
+    async def _serve_connection(self) -> None:
+        """Read and send on the current connection until it is gone."""
+        async with anyio.create_task_group() as group:
+            self._connection_scope = group.cancel_scope
+            group.start_soon(self._connection_guard, self._read)
+            group.start_soon(self._connection_guard, self._send_frames)
+
+    async def _connection_guard(self, task: Callable[[], Awaitable[None]]) -> None:
+        """As ``_guard``, but the client gone ends only the connection: the session decides
+        (``_serve_connections``) whether it goes on."""
+        try:
+            await task()
+        except (_ClientGone, WebSocketDisconnect):
+            self._lose_connection()
+        except anyio.BrokenResourceError:
+            pass  # the forwarder has stopped: the session is ending
+        except GatewayError as exc:
+            self._end(exc)
+        except Exception as exc:
+            logger.exception("connection task %s failed", getattr(task, "__name__", task))
+            self._end(GatewayError(f"internal error: {type(exc).__name__}"))
+
+    def _lose_connection(self) -> None:
+        self._live = False
+        if self._connection_scope is not None:
+            self._connection_scope.cancel()
+
+    async def _wait_for_resume(self) -> Attachment:
+        """The next connection: a resume already waiting (it took this one over), or the
+        first within the window, parked meanwhile; raises ``_ClientGone`` when none comes."""
+        state = self._resumability
+        assert state is not None
+        window_s = self._serving.resumes.window_s
+        with self._metrics.sessions_parked.track_inprogress():
+            attachment = await state.next_connection(window_s)
+        if isinstance(attachment, Attachment):
+            return attachment
+        if attachment == "no parking place":
+            self._metrics.parking_refused.inc()
+            logger.info(
+                "a resumable session ended at its drop: ASR_MAX_PARKED_SESSIONS are parked,"
+                " or ASR_MAX_PARKED_PER_CLIENT of its client"
+            )
+        self._forget()  # expired from now: the session is closing
+        raise _ClientGone
+
+    def attach(
+        self, websocket: WebSocket, claim: TokenClaim, last_result: int, owner: str
+    ) -> Attachment:
+        """A resume's connection, checked against the session (``resumes.Resumable``):
+        served next, taking over from the current connection if there is one (a client
+        that reconnects knows its old connection is dead before the server does)."""
+        state = self._resumability
+        if state is None or self._ended:
+            raise ResumeExpiredError("the session is no longer held: it ended")
+        self._outbox.check_resume(last_result)
+        state.claim(claim, last_result, owner, anyio.current_time())
+        attachment = state.hand_over(websocket, last_result)
+        if self._live:
+            transport.abort(self._websocket)
+            self._lose_connection()
+        return attachment
+
+    def _become_resumable(self) -> None:
+        if self._resumability is not None:
+            return
+        resumes = self._serving.resumes
+        self._resumability = Resumability(
+            resumes,
+            resumes.register(self),
+            owner=self._owner,
+            client=self._client,
+            resumes_per_minute=self._settings.max_resumes_per_minute,
+            now=anyio.current_time(),
+        )
+        self._outbox.number_from_now()
+        self._session_frame_due = True
+        self._outbox.poke()
+
+    def _session_frame(self) -> str:
+        assert self._resumability is not None
+        resumes = self._serving.resumes
+        issued = self._resumability.issue(self._outbox.newest)
+        return session_message(
+            session_id=issued.session_id,
+            replica=resumes.signer.replica,
+            resume_token=issued.token,
+            window_s=resumes.window_s,
+            resumed=self._resumed,
+            utterance=self._utterances,
+            samples=self._parser.samples_taken,
+            input_ended=self._parser.state is ParserState.ENDED,
+            last_result=self._outbox.newest,
+        )
+
+    # -- reader -----------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        parser, now = self._parser, anyio.current_time
+        while True:
+            # Room for a frame's events first: once a frame is taken, its events are queued
+            # at once, so a connection lost while the forwarder is busy loses nothing, and
+            # nothing waits on the forwarder once the connection is gone.
+            await self._room_for_a_frame()
+            message = await self._receive()
+            if self._resumability is not None:
+                self._resumability.heard()
+            text, data = message.get("text"), message.get("bytes")
+            if text is not None:
+                self._limits.frame(None, parser.session_config.audio_fs, now())
+                events = parser.receive_text(text)
+            elif data is not None:
+                self._limits.frame(len(data), parser.session_config.audio_fs, now())
+                events = parser.receive_bytes(data)
+            else:
+                continue
+            for event in events:
+                if isinstance(event, ResumeRequested):
+                    self._resume_instead = event
+                    self._end(None)
+                    return
+                if isinstance(event, ConfigReceived):
+                    if self._admission.draining.is_set():
+                        await self._refuse_utterance()
+                    self._open_utterances += 1
+                    self._utterances += 1
+                    self._metrics.utterances.labels(event.config.mode).inc()
+                self._limits.event(event, parser.session_config.audio_fs, now())
+            # What the parser took, the session has: the forwarder takes events whatever
+            # happens to the connection.
+            for event in events:
+                if isinstance(event, ConfigReceived) and event.config.resumable:
+                    self._become_resumable()
+                self._events_in.send_nowait(event)
+
+    async def _room_for_a_frame(self) -> None:
+        while self._events_in.statistics().current_buffer_used > EVENT_BUFFER - (
+            MAX_EVENTS_PER_FRAME
+        ):
+            await self._event_taken.wait()
+
+    async def _receive(self) -> Message:
+        """The client's next frame, within the limits' deadline."""
+        owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
+        deadline = self._limits.next_frame(self._parser.state, owed)
+        message: Message | None = None
+        with anyio.CancelScope(deadline=deadline.at) as scope:
+            self._idle_scope = scope
+            message = await self._websocket.receive()
+        self._idle_scope = None
+        if message is None:
+            raise ProtocolError(deadline.why)
+        if message["type"] == "websocket.disconnect":
+            # A close frame (1000, or 1001 from a page going away) ends a resumable session
+            # too; a connection lost without one (1006) parks it.
+            self._left = message.get("code") in CLEAN_CLOSE_CODES
+            raise _ClientGone
+        return message
+
+    async def _refuse_utterance(self) -> None:
+        """No new utterance while draining; the ones still owed their results get them
+        first (the writer closes the session after the last), within the drain timeout."""
+        if not self._open_utterances:
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        await anyio.sleep_forever()
+
+    # -- sender -----------------------------------------------------------------------
+
+    async def _send_frames(self) -> None:
+        """The outbox's frames on the current connection, in order; a resumable session's
+        first frame, and its acks before each result and about once a second."""
+        outbox = self._outbox
+        acked = (-1, -1)
+        next_ack = -math.inf
+        while True:
+            if self._session_frame_due:
+                self._session_frame_due = False
+                await self._send(self._session_frame())
+                acked = (self._utterances, self._parser.samples_taken)
+            resumable = self._resumability is not None
+            if resumable and (outbox.next_unsent() is not None or anyio.current_time() >= next_ack):
+                taken = (self._utterances, self._parser.samples_taken)
+                if taken != acked:
+                    await self._send(ack_message(utterance=taken[0], samples=taken[1]))
+                    acked = taken
+                next_ack = anyio.current_time() + ACK_INTERVAL_S
+            frame = outbox.next_unsent()
+            if frame is not None:
+                number, text = frame
+                await self._send(text)
+                outbox.sent(number)
+                continue
+            if self._admission.draining.is_set() and not self._open_utterances:
+                # Everything owed is sent: a resume that came for it during the drain too.
+                raise ShuttingDownError("the server is shutting down; reconnect later")
+            wait = next_ack - anyio.current_time() if resumable else math.inf
+            with anyio.move_on_after(max(wait, 0.0)):
+                await outbox.changed()
+
+    async def _send(self, text: str) -> None:
+        # Shorter than uvicorn's ping timeout, which would otherwise drop a client that
+        # stopped reading first, with no close code and no word in the log.
+        timeout = self._settings.send_timeout_s
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                await self._websocket.send_text(text)
+        except RuntimeError:
+            # uvicorn has closed the connection itself and sends nothing more: a protocol
+            # error of the client's, or no pong within its --ws-ping-timeout.
+            self._closed_under = True
+            raise _ClientGone from None
+        except OSError:
+            raise _ClientGone from None  # uvicorn's ClientDisconnected
+        if scope.cancelled_caught:
+            if self._resumability is not None:
+                # A client that reads nothing may be behind a dead connection: drop it and
+                # let the client come back for its results.
+                transport.abort(self._websocket)
+                raise _ClientGone
+            raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
+
+    # -- forwarder --------------------------------------------------------------------
+
+    async def _forward(self) -> None:
+        utterance: Utterance | None = None
+        with self._events:
+            async with self._passes_in:
+                async for event in self._events:
+                    self._event_taken.set()
+                    self._event_taken = anyio.Event()
+                    utterance = await self._carry_out(utterance, event)
+
+    async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
+        """One event; the utterance open after it."""
+        match event:
+            case ConfigReceived(config=config):
+                streams = self._streams
+                settings = streams.utterance_settings()
+                utterance = utterance_for(config, settings, vad=streams.vad)
+                await self._streams.carry_out(utterance, utterance.start())
+            case AudioReceived(pcm=pcm):
+                assert utterance is not None, "the parser lets no audio before a config"
+                await self._streams.carry_out(utterance, utterance.audio(pcm))
+            case ConfigUpdated(config=config):
+                assert utterance is not None, "the parser updates only an utterance"
+                utterance.update(config)
+            case EndOfUtterance(acknowledge=acknowledge):
+                assert utterance is not None, "the parser lets no end before a config"
+                if acknowledge:
+                    # Set before the last pass can finish: the writer reads it then.
+                    self._owe_acknowledgement(utterance.label)
+                await self._streams.carry_out(utterance, utterance.end())
+                utterance = None
+            case EndWithoutUtterance(acknowledge=True, config=config):
+                label = Label(config.mode, config.wav_name)
+                self._owe_acknowledgement(label)
+                await self._passes_in.send(Acknowledge(label))
+            case EndWithoutUtterance() | ResumeRequested():
+                pass  # a repeated end: nothing is owed for it (a resume is never queued)
+        return utterance
+
+    def _owe_acknowledgement(self, label: Label) -> None:
+        label.acknowledge = True
+        self._owed_acknowledgements.append(label)
+
+    # -- writer -----------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        async for item in self._passes:
+            match item:
+                case Acknowledge(label=label):
+                    await self._acknowledge(label)
+                case Pass(last=last, frames=frames):
+                    await self._relay(item)
+                    if last:
+                        if frames.label.acknowledge:
+                            await self._acknowledge(frames.label)
+                        self._utterance_done()
+
+    async def _relay(self, item: Pass) -> None:
+        """Put the pass's frames in the outbox: its streams' results, one stream after the
+        other, each up to its final result."""
+        frames = item.frames
+        for stream in item.streams:
+            async with stream:
+                async for result in stream:
+                    for frame in frames.push(result, stream.worker_index):
+                        await self._outbox.put(frame)
+                    if result.is_final:
+                        break
+                else:
+                    raise WorkerError(frames.unfinished)
+            self._streams.relayed(stream)
+        for frame in frames.finish():
+            await self._outbox.put(frame)
+
+    async def _acknowledge(self, label: Label) -> None:
+        """FunASR's end-of-input acknowledgement, after the utterance's last result."""
+        await self._outbox.put(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
+        self._owed_acknowledgements.remove(label)
+
+    def _utterance_done(self) -> None:
+        self._open_utterances -= 1
+        if self._open_utterances:
+            return
+        if self._admission.draining.is_set():
+            if self._live:
+                raise ShuttingDownError("the server is shutting down; reconnect later")
+            return  # parked: a resume within the drain timeout gets the results first
+        self._limits.results_sent(anyio.current_time())
+        if self._idle_scope is not None:
+            # The reader may be waiting untimed, as it did while we owed the client a result.
+            self._idle_scope.deadline = self._limits.next_frame(self._parser.state, False).at
+
+    # -- drain ------------------------------------------------------------------------
+
+    async def _watch_drain(self) -> None:
+        """Close at once if idle when the drain starts; else after the final result (the
+        writer does that), or when the drain timeout passes, whichever comes first."""
+        await self._admission.draining.wait()
+        # A parked session with results still to send waits for its resume (the sender
+        # closes once it has sent them), up to the drain timeout.
+        if not self._open_utterances and (self._live or not self._outbox.unsent()):
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        await self._admission.expired.wait()
+        raise ShuttingDownError("the server is shutting down; the drain timeout has passed")

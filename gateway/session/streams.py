@@ -1,0 +1,150 @@
+"""The pool streams of one session: opened, fed and finished as its utterances' actions
+say (``gateway.session.utterance.actions``), handed to the writer pass by pass, and every one
+still open closed at the session's end, with the audio it held given back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+
+from anyio.abc import ObjectSendStream
+
+from gateway.funasr.results import Label, ResultFrames
+from gateway.limits.budget import HeldAudio
+from gateway.session.long_audio import find_segments
+from gateway.session.serving import Serving
+from gateway.session.utterance import Utterance, UtteranceSettings
+from gateway.session.utterance.actions import (
+    Action,
+    AskVad,
+    CloseStream,
+    FindSegments,
+    FinishStream,
+    HoldAudio,
+    OpenStream,
+    Pool,
+    RelayResults,
+    ReleaseAudio,
+    SendAudio,
+    StreamRef,
+)
+from gateway.session.vad import vad_events
+from workers.pool import AudioStream
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """Opened pool streams, handed from the forwarder to the writer: a whole utterance
+    (online; offline, in one stream or its segments'), or one 2pass sentence's streaming
+    pass or its offline pass."""
+
+    streams: tuple[AudioStream, ...]
+    frames: ResultFrames
+    last: bool  # the utterance's last pass: after its frames, the utterance is done
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledge:
+    """An end with no utterance open that asked for its acknowledgement: sent in order,
+    after the results of the utterances before it."""
+
+    label: Label
+
+
+class SessionStreams:
+    """Carries out the utterances' actions against the pools; ``passes`` is the writer's
+    bounded stream."""
+
+    def __init__(self, serving: Serving, passes: ObjectSendStream[Pass | Acknowledge]) -> None:
+        self._serving = serving
+        self._pools = {Pool.STREAMING: serving.pool, Pool.WHOLE: serving.whole_utterance_pool}
+        if serving.vad_pool is not None:
+            self._pools[Pool.VAD] = serving.vad_pool
+        self._passes = passes
+        # Audio held whole in this process (offline utterances, 2pass sentences), counted
+        # against the gateway-wide ASR_MAX_BUFFERED_SECONDS.
+        self._held = HeldAudio(serving.budget)
+        self._open: set[AudioStream] = set()  # every open stream, closed at the end
+        self._bound: dict[StreamRef, AudioStream] = {}  # the forwarder's, until finished
+
+    @property
+    def vad(self) -> bool:
+        """Whether 2pass sentences end where the VAD pool says."""
+        return Pool.VAD in self._pools
+
+    def utterance_settings(self) -> UtteranceSettings:
+        settings = self._serving.settings
+        return UtteranceSettings(
+            max_segment_bytes=settings.max_segment_bytes,
+            endpoint=settings.endpoint,
+            whole_text_is_delta=self._pools[Pool.WHOLE].text_is_delta,
+        )
+
+    async def carry_out(self, utterance: Utterance, actions: list[Action]) -> None:
+        """Do what the utterance asks, in order, answering its questions, until it asks
+        nothing more."""
+        while actions:
+            follow_up: list[Action] = []
+            for action in actions:
+                assert not follow_up, "a question is the last action"
+                follow_up = await self._act(utterance, action)
+            actions = follow_up
+
+    async def _act(self, utterance: Utterance, action: Action) -> list[Action]:
+        """One action; a question's answer is the utterance's next actions."""
+        bound = self._bound
+        match action:
+            case OpenStream(stream=ref, options=options):
+                stream = self._pools[ref.pool].open_stream(options)
+                self._open.add(stream)
+                bound[ref] = stream
+            case RelayResults(streams=refs, frames=frames, last=last):
+                await self._passes.send(Pass(tuple(bound[ref] for ref in refs), frames, last))
+            case SendAudio(stream=ref, pcm=pcm):
+                await bound[ref].send(pcm)
+            case FinishStream(stream=ref, pcm=pcm):
+                await bound.pop(ref).finish(pcm)  # its results are the writer's
+            case CloseStream(stream=ref):
+                stream = bound.pop(ref)
+                await stream.aclose()
+                self._open.discard(stream)
+            case HoldAudio(size=size):
+                self._held.take(size)  # within ASR_MAX_BUFFERED_SECONDS, else 1013
+            case ReleaseAudio(size=size):
+                self._held.give(size)
+            case AskVad(stream=ref):
+                answer = await bound[ref].receive()
+                return utterance.vad_answered(vad_events(answer.segments))
+            case FindSegments(pcm=pcm):
+                settings = self._serving.settings
+                segments = await find_segments(
+                    pcm,
+                    settings.max_segment_bytes,
+                    self._serving.vad_pool,
+                    settings.endpoint.threshold,
+                )
+                return utterance.segments_found(segments)
+        return []
+
+    def relayed(self, stream: AudioStream) -> None:
+        """The writer has read the stream to its end and closed it."""
+        self._open.discard(stream)
+
+    async def aclose(self) -> None:
+        """Close every stream still open and give back the audio held; safe to call twice."""
+        for stream in list(self._open):
+            await stream.aclose()  # never blocks: tells the worker to drop the stream
+        self._open.clear()
+        self._bound.clear()
+        self._held.release_all()
+
+    async def __aenter__(self) -> SessionStreams:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

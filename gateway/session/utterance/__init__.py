@@ -1,0 +1,37 @@
+"""Each mode's utterance logic, sans I/O: protocol events in, actions out.
+
+=================== ==========================================================
+module              mode
+=================== ==========================================================
+``online``          ``online``: one streaming pass
+``offline``         ``offline``: held whole, decoded at the end (in segments
+                    when long)
+``two_pass_energy`` ``2pass``, sentences ended by the energy endpointer
+``two_pass_vad``    ``2pass``, sentences ended by the FSMN-VAD pool
+=================== ==========================================================
+
+``actions`` lists what an utterance may ask of the session; ``base`` and ``two_pass``
+hold what the modes share. The session (``gateway.session.session``) only carries the actions out.
+"""
+
+from __future__ import annotations
+
+from gateway.funasr.config import SessionConfig
+from gateway.session.utterance.base import Utterance, UtteranceSettings
+from gateway.session.utterance.offline import Offline
+from gateway.session.utterance.online import Online
+from gateway.session.utterance.two_pass_energy import TwoPassEnergy
+from gateway.session.utterance.two_pass_vad import TwoPassVad
+
+__all__ = ["Utterance", "UtteranceSettings", "utterance_for"]
+
+
+def utterance_for(config: SessionConfig, settings: UtteranceSettings, *, vad: bool) -> Utterance:
+    """The utterance ``config`` starts; ``vad``: 2pass sentences end where the VAD pool says."""
+    match config.mode:
+        case "online":
+            return Online(config, settings)
+        case "offline":
+            return Offline(config, settings)
+        case "2pass":
+            return TwoPassVad(config, settings) if vad else TwoPassEnergy(config, settings)

@@ -1,0 +1,113 @@
+"""What an utterance asks the session to do: the actions its logic returns (sans I/O).
+
+An utterance names its pool streams by :class:`StreamRef`; the session opens a real pool
+stream for each and does the rest. Two actions are questions (:class:`AskVad`,
+:class:`FindSegments`): the session answers each before it feeds the utterance anything
+else, and a question is always the last action of a list.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gateway.funasr.results import ResultFrames
+from shared.messages import StreamOptions
+
+Pcm = bytes | bytearray | memoryview
+
+
+class Pool(enum.Enum):
+    """Which pool serves a stream."""
+
+    STREAMING = "streaming"  # the streaming model's
+    WHOLE = "whole"  # the offline model's when ASR_OFFLINE_MODEL is set, else the streaming one's
+    VAD = "vad"  # ASR_VAD_MODEL's FSMN-VAD
+
+
+@dataclass(slots=True, eq=False)  # told apart by identity
+class StreamRef:
+    """A pool stream of the utterance, before and after the session opens it."""
+
+    pool: Pool
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStream:
+    stream: StreamRef
+    options: StreamOptions
+
+
+@dataclass(frozen=True, slots=True)
+class RelayResults:
+    """Hand opened streams to the writer, which sends their results as ``frames`` makes
+    them, one stream after the other. ``last``: the utterance's last pass, after whose
+    frames the utterance is done."""
+
+    streams: tuple[StreamRef, ...]
+    frames: ResultFrames
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SendAudio:
+    stream: StreamRef
+    pcm: Pcm
+
+
+@dataclass(frozen=True, slots=True)
+class FinishStream:
+    """The stream's last audio: its final result follows; the utterance sends it no more."""
+
+    stream: StreamRef
+    pcm: Pcm = b""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseStream:
+    """Drop a stream whose results are of no more use."""
+
+    stream: StreamRef
+
+
+@dataclass(frozen=True, slots=True)
+class HoldAudio:
+    """``size`` more bytes held whole in the gateway: taken from ASR_MAX_BUFFERED_SECONDS
+    (``OverCapacityError``, 1013, when it is spent)."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseAudio:
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AskVad:
+    """Question: wait for the VAD stream's answer to the piece just sent; answered with
+    ``TwoPassVad.vad_answered``."""
+
+    stream: StreamRef
+
+
+@dataclass(frozen=True, slots=True)
+class FindSegments:
+    """Question: where to cut ``pcm`` (longer than ASR_MAX_SEGMENT_SECONDS) into segments,
+    at pauses (``gateway.session.long_audio.find_segments``); answered with
+    ``Offline.segments_found``."""
+
+    pcm: Pcm
+
+
+Action = (
+    OpenStream
+    | RelayResults
+    | SendAudio
+    | FinishStream
+    | CloseStream
+    | HoldAudio
+    | ReleaseAudio
+    | AskVad
+    | FindSegments
+)

@@ -1,0 +1,75 @@
+"""What every mode's utterance has in common: its config and label, per-utterance
+resampling, and the answers to questions it does not ask."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.audio.endpointer import EndpointSettings
+from gateway.audio.resample import PcmResampler
+from gateway.audio.segment import Segment
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import Label
+from gateway.session.utterance.actions import Action
+from gateway.session.vad import VadEvent
+from shared.messages import SAMPLE_RATE
+
+
+@dataclass(frozen=True, slots=True)
+class UtteranceSettings:
+    """What the modes need of the gateway's settings and pools."""
+
+    max_segment_bytes: int  # ASR_MAX_SEGMENT_SECONDS of 16 kHz PCM
+    endpoint: EndpointSettings
+    # Of the pool decoding whole audio: each result's text is new text (else the final
+    # result holds all of it).
+    whole_text_is_delta: bool
+
+
+class Utterance(ABC):
+    """One utterance, from its config to its last action (sans I/O).
+
+    The session calls ``start`` at the config, ``audio`` with each frame's PCM at the
+    client's ``audio_fs``, ``update`` when a frame changes the live fields, and ``end`` at
+    the end of input; each returns the actions to carry out, in order. A mode implements
+    ``_audio`` (16 kHz PCM) and ``_end``.
+    """
+
+    def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.label = Label(config.mode, config.wav_name)
+        self._resampler = PcmResampler(config.audio_fs) if config.audio_fs != SAMPLE_RATE else None
+
+    def start(self) -> list[Action]:
+        return []
+
+    def audio(self, pcm: bytes) -> list[Action]:
+        if self._resampler is not None:
+            pcm = self._resampler.push(pcm)
+        return self._audio(pcm)
+
+    def update(self, config: SessionConfig) -> None:
+        """From now on: the name on frames, the hotwords of the decodes to come."""
+        self.config = config
+        self.label.wav_name = config.wav_name
+
+    def end(self) -> list[Action]:
+        actions = self._audio(self._resampler.flush()) if self._resampler is not None else []
+        return actions + self._end()
+
+    def vad_answered(self, events: Sequence[VadEvent]) -> list[Action]:
+        raise AssertionError(f"{type(self).__name__} asks the VAD nothing")
+
+    def segments_found(self, segments: Sequence[Segment]) -> list[Action]:
+        raise AssertionError(f"{type(self).__name__} asks for no segments")
+
+    @abstractmethod
+    def _audio(self, pcm: bytes) -> list[Action]:
+        """16 kHz PCM of the utterance, to its passes as its mode has them."""
+
+    @abstractmethod
+    def _end(self) -> list[Action]:
+        """The end of input: finish the passes."""

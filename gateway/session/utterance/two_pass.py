@@ -1,0 +1,104 @@
+"""``2pass``: the utterance as sentences, each with a streaming pass and an offline pass
+(sans I/O). Where sentences end is the subclasses' (``two_pass_energy``, ``two_pass_vad``).
+
+Every byte goes to exactly one sentence's streaming pass (``2pass-online`` frames, never
+final) and is held for that sentence's offline pass. At the end of a sentence its
+streaming pass is finished, its audio decoded whole (``2pass-offline``, whose text
+replaces the sentence's partials; ``is_final`` only on the last sentence's), and the next
+sentence's streaming pass starts afresh. The offline pass starts ASR_SENTENCE_PREROLL_MS
+before the sentence's detected speech (all of it when none was detected), as FunASR's
+2pass skips the silence before a sentence.
+"""
+
+from __future__ import annotations
+
+from gateway.audio.chunker import ChunkCutter
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import Partials, WholeText
+from gateway.session.utterance.actions import (
+    Action,
+    FinishStream,
+    HoldAudio,
+    OpenStream,
+    Pool,
+    RelayResults,
+    ReleaseAudio,
+    SendAudio,
+    StreamRef,
+)
+from gateway.session.utterance.base import Utterance, UtteranceSettings
+from shared.messages import SAMPLE_RATE
+
+BYTES_PER_SECOND = SAMPLE_RATE * 2
+
+
+class TwoPass(Utterance):
+    def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
+        super().__init__(config, settings)
+        self.sentence = bytearray()  # this sentence's audio so far
+        self.sentence_origin = 0  # bytes of the utterance before this sentence
+        self._streaming = StreamRef(Pool.STREAMING)
+        self._cutter = ChunkCutter(config.chunk_bytes)
+
+    def start(self) -> list[Action]:
+        return self._open_streaming()
+
+    def _open_streaming(self) -> list[Action]:
+        """A streaming pass for the sentence starting now."""
+        self._streaming = StreamRef(Pool.STREAMING)
+        self._cutter = ChunkCutter(self.config.chunk_bytes)
+        frames = Partials(
+            "2pass-online",
+            self.label,
+            final=False,
+            timing=self.config.timing,
+            chunk_bytes=self.config.chunk_bytes,
+            origin_bytes=self.sentence_origin,
+        )
+        return [
+            OpenStream(self._streaming, self.config.stream_options()),
+            RelayResults((self._streaming,), frames, last=False),
+        ]
+
+    def _take(self, pcm: bytes) -> list[Action]:
+        """``pcm`` to this sentence's streaming pass, and held for its offline pass."""
+        if not pcm:
+            return []
+        actions: list[Action] = [
+            SendAudio(self._streaming, chunk) for chunk in self._cutter.push(pcm)
+        ]
+        self.sentence += pcm
+        actions.append(HoldAudio(len(pcm)))
+        return actions
+
+    def _end_sentence(self, *, last: bool, speech_start: int | None) -> list[Action]:
+        """Finish this sentence's streaming pass, decode its audio whole, and, unless the
+        utterance ended, start the next sentence's streaming pass.
+
+        ``speech_start``: where the sentence's speech began, in bytes from its start (None:
+        no speech was detected, so the offline pass decodes all of it)."""
+        actions: list[Action] = [FinishStream(self._streaming, self._cutter.flush())]
+        sentence, self.sentence = self.sentence, bytearray()
+        skip = 0
+        if speech_start is not None:
+            preroll = self.settings.endpoint.preroll_ms * SAMPLE_RATE // 1000 * 2
+            skip = min(max(0, speech_start - preroll), len(sentence)) // 2 * 2
+        offset_ms = (self.sentence_origin + skip) * 1000 // BYTES_PER_SECOND
+        self.sentence_origin += len(sentence)
+        offline = StreamRef(Pool.WHOLE)
+        frames = WholeText(
+            "2pass-offline",
+            self.label,
+            final=last,
+            offsets_ms=[offset_ms],
+            text_is_delta=self.settings.whole_text_is_delta,
+        )
+        actions += [
+            OpenStream(offline, self.config.stream_options()),
+            RelayResults((offline,), frames, last=last),
+            FinishStream(offline, memoryview(sentence)[skip:]),
+            ReleaseAudio(len(sentence)),
+        ]
+        if not last:
+            actions += self._open_streaming()
+        return actions

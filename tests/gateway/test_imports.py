@@ -1,0 +1,123 @@
+"""The tree says the architecture: ``gateway/``'s imports point down, in no cycle.
+
+Each folder of ``gateway/`` is one part, and a few modules stand alone at its top (the app,
+its settings, its metrics). Below everything, pure audio (``audio``) and the settings;
+then FunASR's protocol, sans I/O (``funasr``) and the limits; the session both dialects
+use; then what serves over it: the file path, the OpenAI dialect, operations; the app on
+top. The client imports nothing of the server's. From ``workers/`` the gateway uses the
+pool's interface alone (``workers.pool``). Every import counts, lazy ones too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
+
+# What each part of gateway/ may import, besides itself.
+BELOW_SESSION = {"audio", "funasr", "limits", "settings", "metrics"}
+MAY_IMPORT: dict[str, set[str]] = {
+    "audio": set(),
+    "settings": {"audio"},
+    "metrics": set(),
+    "funasr": {"audio"},
+    "limits": {"audio", "funasr", "settings"},
+    "session": BELOW_SESSION,
+    "files": BELOW_SESSION | {"session"},
+    "openai_api": BELOW_SESSION | {"session", "files"},
+    "ops": BELOW_SESSION | {"session"},
+    "client": set(),
+    "app": BELOW_SESSION | {"session", "files", "openai_api", "ops"},
+    "__main__": {"app", "ops"},
+}
+TOP_LEVEL_MODULES_AT_MOST = 12
+
+
+def _module_name(path: Path) -> str:
+    return _module_name_in(GATEWAY.parent, path)
+
+
+def _imported(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            assert node.level == 0, f"{path}: relative import"
+            # ``from package import module`` imports that module too.
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(path): path for path in GATEWAY.rglob("*.py")}
+    modules = set(paths)
+    return {
+        name: {imported for imported in _imported(path) if imported in modules} - {name}
+        for name, path in paths.items()
+    }
+
+
+def _part(module: str) -> str | None:
+    """The folder or top-level module of gateway/ a module is (None: the package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_module_is_in_a_part_that_the_rules_name() -> None:
+    parts = {_part(name) for name in _graph()} - {None}
+    assert parts == set(MAY_IMPORT)
+
+
+def test_each_part_imports_only_the_parts_below_it() -> None:
+    wrong = [
+        f"{module} imports {imported}"
+        for module, imports in _graph().items()
+        for imported in imports
+        if (part := _part(module)) is not None
+        and (other := _part(imported)) not in (part, None)
+        and other not in MAY_IMPORT[part]
+    ]
+    assert wrong == []
+
+
+def test_no_module_imports_in_a_cycle() -> None:
+    graph = _graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            pytest.fail(" -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_the_gateway_uses_the_pools_interface_only() -> None:
+    workers = GATEWAY.parent / "workers"
+    modules = {_module_name_in(workers.parent, path) for path in workers.rglob("*.py")}
+    reached = {
+        imported
+        for path in GATEWAY.rglob("*.py")
+        for imported in _imported(path)
+        if imported in modules
+    }
+    assert reached <= {"workers", "workers.pool"}, sorted(reached)
+
+
+def _module_name_in(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_few_modules_stay_at_the_top() -> None:
+    top = [path.name for path in GATEWAY.glob("*.py")]
+    assert len(top) <= TOP_LEVEL_MODULES_AT_MOST, sorted(top)
