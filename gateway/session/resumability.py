@@ -19,13 +19,15 @@ often one session can make us do that (``ResumeThrottledError``, 4429, uses noth
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+import logging
 from typing import Literal
 
 import anyio
 from starlette.websockets import WebSocket
 
+from gateway.funasr.results import session_message
 from gateway.limits.rate import TokenBucket
+from gateway.metrics import GatewayMetrics
 from gateway.session.resume_token import TokenClaim
 from gateway.session.resumes import Attachment, ResumableSessions
 from shared.errors import (
@@ -36,16 +38,10 @@ from shared.errors import (
     ResumeThrottledError,
 )
 
+logger = logging.getLogger(__name__)
+
 RESUME_BURST = 5  # resumes a session may take back to back before the rate applies
 NoResume = Literal["window passed", "no parking place"]
-
-
-@dataclass(frozen=True, slots=True)
-class IssuedToken:
-    """What a session frame says of the session's tokens."""
-
-    session_id: str
-    token: str
 
 
 class Resumability:
@@ -80,15 +76,27 @@ class Resumability:
         """A frame came in on the current connection: its client has read the current token."""
         self._heard_since = True
 
-    def issue(self, newest_result: int) -> IssuedToken:
-        """The current token, for a session frame about to go out; the exception's clock
-        starts when a generation first goes out, and only then."""
+    def session_frame(
+        self, *, resumed: bool, utterance: int, samples: int, input_ended: bool, newest_result: int
+    ) -> str:
+        """The session frame of a connection about to be served, with the current token;
+        the exception's clock starts when a generation first goes out, and only then."""
         if self._unissued:
             self._unissued = False
             self._issued_at = newest_result
             self._heard_since = False
-        token = self._sessions.signer.issue(self.session_id, self._generation)
-        return IssuedToken(self.session_id, token)
+        sessions = self._sessions
+        return session_message(
+            session_id=self.session_id,
+            replica=sessions.signer.replica,
+            resume_token=sessions.signer.issue(self.session_id, self._generation),
+            window_s=sessions.window_s,
+            resumed=resumed,
+            utterance=utterance,
+            samples=samples,
+            input_ended=input_ended,
+            last_result=newest_result,
+        )
 
     def claim(self, claim: TokenClaim, last_result: int, owner: str, now: float) -> None:
         """Check a resume's token and rate; on success the current token's generation is
@@ -137,14 +145,28 @@ class Resumability:
         self._arrived.set()
         return attachment
 
-    async def next_connection(self, window_s: float) -> Attachment | NoResume:
-        """The resume waiting already, else the first within ``window_s``, parked
-        meanwhile; else why none will come (the session then ends)."""
+    async def next_connection(self, metrics: GatewayMetrics) -> Attachment | None:
+        """The resume waiting already, else the first within the window, parked meanwhile
+        (counted as parked); None when none comes, or no parking place is free."""
+        with metrics.sessions_parked.track_inprogress():
+            attachment = await self._wait_for_resume()
+        if attachment == "no parking place":
+            metrics.parking_refused.inc()
+            logger.info(
+                "a resumable session ended at its drop: ASR_MAX_PARKED_SESSIONS are parked,"
+                " or ASR_MAX_PARKED_PER_CLIENT of its client"
+            )
+        if not isinstance(attachment, Attachment):
+            return None
+        metrics.resumes.labels("resumed").inc()  # served: a later one did not displace it
+        return attachment
+
+    async def _wait_for_resume(self) -> Attachment | NoResume:
         if self._pending is None:
             if not self._sessions.try_park(self._client):
                 return "no parking place"
             try:
-                with anyio.move_on_after(window_s):
+                with anyio.move_on_after(self._sessions.window_s):
                     await self._arrived.wait()
             finally:
                 self._sessions.unpark(self._client)

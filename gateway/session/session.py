@@ -1,31 +1,24 @@
-"""One session: its task group of a forwarder, a writer and the connections it is served on,
-each connection its own task group of a reader and a sender.
+"""One session: its task group of a forwarder, a writer (``gateway.session.pipeline``) and
+the connections it is served on, each connection its own task group of a reader and a
+sender::
 
-::
-
-    reader:    ws frames -> ProtocolParser -> [events, bounded]
-    forwarder: [events] -> the utterance's logic (gateway.session.utterance) -> its actions:
-               pool streams opened, fed and finished; passes handed on -> [passes, bounded]
-    writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> [outbox]
+    reader:    ws frames -> ProtocolParser -> [events, bounded] -> forwarder ... writer
     sender:    [outbox] -> ws frames
-
-Each mode's logic is sans I/O (``gateway.session.utterance``): it turns the parser's events into
-actions, and the forwarder only carries them out, answering its questions (the VAD's
-answer to a piece, where to cut long audio) before it reads the next event.
 
 Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
 events stream, which stops the reader, which leaves frames unread in uvicorn, which stops
 reading the socket, and TCP pushes back on the client. A slow client makes the sender wait,
-which fills the outbox (``gateway.session.outbox``), which makes the writer wait, which leaves
-results unread, which makes ``send`` wait the same way.
+which fills the outbox, which makes the writer wait, which leaves results unread, which
+makes ``send`` wait the same way.
 
 A session lives as long as its first connection, unless it is resumable
-(``gateway.session.resumes``): then a dropped connection only ends the connection's task group. The
-forwarder, the writer and the pool streams go on; the session parks until a resume hands
-it the next connection (or its window passes), whose sender starts again after the last
-result the client has. The reader takes a frame only when its events have room, and queues
-them without waiting: whatever the parser took, the session has, the acks (``samples``)
-count exactly that, and a lost connection's reader never waits on the forwarder.
+(``gateway.session.resumability``): then a dropped connection only ends the connection's
+task group; the forwarder, the writer and the pool streams go on, and the session parks
+until a resume hands it the next connection (or its window passes), whose sender starts
+again after the last result the client has. The reader takes a frame only when its events
+have room, and queues them without waiting: whatever the parser took, the session has, the
+acks (``samples``) count exactly that, and a lost connection's reader never waits on the
+forwarder.
 
 The first task to fail decides how the session ends: an error frame and its close code
 (``GatewayError``), or nothing at all when the client has gone.
@@ -43,41 +36,34 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.funasr.parser import (
-    AudioReceived,
     ConfigReceived,
-    ConfigUpdated,
-    EndOfUtterance,
-    EndWithoutUtterance,
     Event,
     ParserState,
     ProtocolParser,
     ResumeRequested,
 )
-from gateway.funasr.results import Label, ack_message, end_acknowledgement, session_message
+from gateway.funasr.results import ack_message
 from gateway.limits.session_limits import SessionLimits
 from gateway.metrics import GatewayMetrics
 from gateway.session import transport
 from gateway.session.closing import CLOSE_GRACE_S, close_with_error
 from gateway.session.outbox import Outbox
+from gateway.session.pipeline import Pipeline
 from gateway.session.resumability import Resumability
 from gateway.session.resume_token import TokenClaim
 from gateway.session.resumes import Attachment
 from gateway.session.serving import Serving
-from gateway.session.streams import Acknowledge, Pass, SessionStreams
-from gateway.session.utterance import Utterance, utterance_for
 from shared.errors import (
     GatewayError,
     ProtocolError,
     ResumeExpiredError,
     ShuttingDownError,
-    WorkerError,
 )
 
 logger = logging.getLogger(__name__)
 
 EVENT_BUFFER = 4  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
 MAX_EVENTS_PER_FRAME = 2  # a config update and an end (gateway.funasr.parser)
-PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
 CLEAN_CLOSE_CODES = (1000, 1001)
 ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
 
@@ -108,17 +94,11 @@ class Session:
         self._owner = owner
         self._client = client
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
-        self._events_in, self._events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
-        self._event_taken = anyio.Event()  # the forwarder made room in the events stream
-        self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
-            PASS_BUFFER
-        )
-        self._streams = SessionStreams(serving, self._passes_in)
+        self._events_in, events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
         self._outbox = Outbox()
+        self._pipeline = Pipeline(serving, events, self._outbox, self._utterance_done)
         self._open_utterances = 0  # configs received whose final result is not sent yet
         self._utterances = 0  # configs received
-        # Ends that asked for the acknowledgement and have not had it, oldest first.
-        self._owed_acknowledgements: list[Label] = []
         self._idle_scope: anyio.CancelScope | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._ended = False
@@ -139,14 +119,14 @@ class Session:
     async def run(self) -> ResumeRequested | None:
         limit = self._settings.max_session_s
         try:
-            async with self._streams:
+            async with self._pipeline.streams:
                 with anyio.move_on_after(limit) as session_scope:
                     async with anyio.create_task_group() as group:
                         self._group = group
                         for task in (
                             self._serve_connections,
-                            self._forward,
-                            self._write,
+                            self._pipeline.forward,
+                            self._pipeline.write,
                             self._watch_drain,
                         ):
                             group.start_soon(self._guard, task)
@@ -156,8 +136,8 @@ class Session:
                         " (ASR_MAX_SESSION_SECONDS)"
                     )
         finally:
-            for end in (self._events_in, self._events, self._passes_in, self._passes):
-                end.close()
+            self._events_in.close()
+            self._pipeline.close()
             self._forget()
         if self._resume_instead is not None:
             return self._resume_instead
@@ -180,7 +160,7 @@ class Session:
                 self._error,
                 mode=config.mode,
                 wav_name=config.wav_name,
-                owed_acknowledgements=self._owed_acknowledgements,
+                owed_acknowledgements=self._pipeline.owed_acknowledgements,
                 pending_frames=self._outbox.unsent(),
             )
         elif self._closed_under and self._live:
@@ -230,8 +210,10 @@ class Session:
                 raise _ClientGone
             if self._left:
                 raise _ClientGone  # a close frame: the client is done with the session
-            attachment = await self._wait_for_resume()
-            self._metrics.resumes.labels("resumed").inc()
+            attachment = await self._resumability.next_connection(self._metrics)
+            if attachment is None:
+                self._forget()  # expired from now: the session is closing
+                raise _ClientGone
             self._websocket, self._attachment = attachment.websocket, attachment
             self._live, self._closed_under, self._resumed = True, False, True
             # Checked in attach; raises if the old connection's sender let frames go since.
@@ -265,25 +247,6 @@ class Session:
         self._live = False
         if self._connection_scope is not None:
             self._connection_scope.cancel()
-
-    async def _wait_for_resume(self) -> Attachment:
-        """The next connection: a resume already waiting (it took this one over), or the
-        first within the window, parked meanwhile; raises ``_ClientGone`` when none comes."""
-        state = self._resumability
-        assert state is not None
-        window_s = self._serving.resumes.window_s
-        with self._metrics.sessions_parked.track_inprogress():
-            attachment = await state.next_connection(window_s)
-        if isinstance(attachment, Attachment):
-            return attachment
-        if attachment == "no parking place":
-            self._metrics.parking_refused.inc()
-            logger.info(
-                "a resumable session ended at its drop: ASR_MAX_PARKED_SESSIONS are parked,"
-                " or ASR_MAX_PARKED_PER_CLIENT of its client"
-            )
-        self._forget()  # expired from now: the session is closing
-        raise _ClientGone
 
     def attach(
         self, websocket: WebSocket, claim: TokenClaim, last_result: int, owner: str
@@ -320,18 +283,12 @@ class Session:
 
     def _session_frame(self) -> str:
         assert self._resumability is not None
-        resumes = self._serving.resumes
-        issued = self._resumability.issue(self._outbox.newest)
-        return session_message(
-            session_id=issued.session_id,
-            replica=resumes.signer.replica,
-            resume_token=issued.token,
-            window_s=resumes.window_s,
+        return self._resumability.session_frame(
             resumed=self._resumed,
             utterance=self._utterances,
             samples=self._parser.samples_taken,
             input_ended=self._parser.state is ParserState.ENDED,
-            last_result=self._outbox.newest,
+            newest_result=self._outbox.newest,
         )
 
     # -- reader -----------------------------------------------------------------------
@@ -378,7 +335,7 @@ class Session:
         while self._events_in.statistics().current_buffer_used > EVENT_BUFFER - (
             MAX_EVENTS_PER_FRAME
         ):
-            await self._event_taken.wait()
+            await self._pipeline.event_taken.wait()
 
     async def _receive(self) -> Message:
         """The client's next frame, within the limits' deadline."""
@@ -459,86 +416,6 @@ class Session:
                 transport.abort(self._websocket)
                 raise _ClientGone
             raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
-
-    # -- forwarder --------------------------------------------------------------------
-
-    async def _forward(self) -> None:
-        utterance: Utterance | None = None
-        with self._events:
-            async with self._passes_in:
-                async for event in self._events:
-                    self._event_taken.set()
-                    self._event_taken = anyio.Event()
-                    utterance = await self._carry_out(utterance, event)
-
-    async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
-        """One event; the utterance open after it."""
-        match event:
-            case ConfigReceived(config=config):
-                streams = self._streams
-                settings = streams.utterance_settings()
-                utterance = utterance_for(config, settings, vad=streams.vad)
-                await self._streams.carry_out(utterance, utterance.start())
-            case AudioReceived(pcm=pcm):
-                assert utterance is not None, "the parser lets no audio before a config"
-                await self._streams.carry_out(utterance, utterance.audio(pcm))
-            case ConfigUpdated(config=config):
-                assert utterance is not None, "the parser updates only an utterance"
-                utterance.update(config)
-            case EndOfUtterance(acknowledge=acknowledge):
-                assert utterance is not None, "the parser lets no end before a config"
-                if acknowledge:
-                    # Set before the last pass can finish: the writer reads it then.
-                    self._owe_acknowledgement(utterance.label)
-                await self._streams.carry_out(utterance, utterance.end())
-                utterance = None
-            case EndWithoutUtterance(acknowledge=True, config=config):
-                label = Label(config.mode, config.wav_name)
-                self._owe_acknowledgement(label)
-                await self._passes_in.send(Acknowledge(label))
-            case EndWithoutUtterance() | ResumeRequested():
-                pass  # a repeated end: nothing is owed for it (a resume is never queued)
-        return utterance
-
-    def _owe_acknowledgement(self, label: Label) -> None:
-        label.acknowledge = True
-        self._owed_acknowledgements.append(label)
-
-    # -- writer -----------------------------------------------------------------------
-
-    async def _write(self) -> None:
-        async for item in self._passes:
-            match item:
-                case Acknowledge(label=label):
-                    await self._acknowledge(label)
-                case Pass(last=last, frames=frames):
-                    await self._relay(item)
-                    if last:
-                        if frames.label.acknowledge:
-                            await self._acknowledge(frames.label)
-                        self._utterance_done()
-
-    async def _relay(self, item: Pass) -> None:
-        """Put the pass's frames in the outbox: its streams' results, one stream after the
-        other, each up to its final result."""
-        frames = item.frames
-        for stream in item.streams:
-            async with stream:
-                async for result in stream:
-                    for frame in frames.push(result, stream.worker_index):
-                        await self._outbox.put(frame)
-                    if result.is_final:
-                        break
-                else:
-                    raise WorkerError(frames.unfinished)
-            self._streams.relayed(stream)
-        for frame in frames.finish():
-            await self._outbox.put(frame)
-
-    async def _acknowledge(self, label: Label) -> None:
-        """FunASR's end-of-input acknowledgement, after the utterance's last result."""
-        await self._outbox.put(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
-        self._owed_acknowledgements.remove(label)
 
     def _utterance_done(self) -> None:
         self._open_utterances -= 1

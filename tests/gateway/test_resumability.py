@@ -3,9 +3,12 @@ use, how often the previous one works, and how often a session may be resumed.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from starlette.websockets import WebSocket
 
+from gateway.metrics import GatewayMetrics
 from gateway.session.resumability import RESUME_BURST, Resumability
 from gateway.session.resume_token import TokenClaim
 from gateway.session.resumes import ResumableSessions
@@ -27,8 +30,10 @@ class _Session:
         raise AssertionError
 
 
-def _state(per_minute: float = 6000.0) -> tuple[Resumability, ResumableSessions]:
-    sessions = ResumableSessions("gw-1", 30.0, 4)
+def _state(
+    per_minute: float = 6000.0, window_s: float = 30.0
+) -> tuple[Resumability, ResumableSessions]:
+    sessions = ResumableSessions("gw-1", window_s, 4)
     session_id = sessions.register(_Session())  # type: ignore[arg-type]
     state = Resumability(
         sessions, session_id, owner=OWNER, client="c", resumes_per_minute=per_minute, now=0.0
@@ -36,9 +41,18 @@ def _state(per_minute: float = 6000.0) -> tuple[Resumability, ResumableSessions]
     return state, sessions
 
 
+def _issue(state: Resumability, newest: int = 0) -> str:
+    """A session frame going out now; its token."""
+    frame = state.session_frame(
+        resumed=True, utterance=1, samples=0, input_ended=False, newest_result=newest
+    )
+    token: str = json.loads(frame)["resume_token"]
+    return token
+
+
 def _generation(state: Resumability, sessions: ResumableSessions, newest: int = 0) -> int:
     """The generation of the token a session frame would carry now."""
-    return sessions.signer.read(state.issue(newest).token).generation
+    return sessions.signer.read(_issue(state, newest)).generation
 
 
 def _claim(state: Resumability, generation: int, last_result: int = 0, now: float = 0.0) -> None:
@@ -61,7 +75,7 @@ def test_the_previous_token_works_once_while_the_client_cannot_have_the_next() -
     """A resume's answer lost with its connection: the token it used works again, once;
     a client that then stays silent (waiting for its final result) does not renew it."""
     state, sessions = _state()
-    state.issue(0)
+    _issue(state, 0)
     _claim(state, 1, last_result=0)
     assert _generation(state, sessions, newest=3) == 2  # its session frame went out, lost
     _claim(state, 1, last_result=0)  # the one use
@@ -76,7 +90,7 @@ def test_the_previous_token_works_before_the_next_one_ever_went_out() -> None:
     """The resume's connection dropped before its session frame: whatever the old
     connection heard, the client cannot have the next token."""
     state, _ = _state()
-    state.issue(0)
+    _issue(state, 0)
     state.heard()
     _claim(state, 1)
     _claim(state, 1)  # the next token was never issued
@@ -86,9 +100,9 @@ def test_the_previous_token_works_before_the_next_one_ever_went_out() -> None:
 
 def test_the_previous_token_is_refused_once_the_client_has_read_the_next() -> None:
     state, _ = _state()
-    state.issue(0)
+    _issue(state, 0)
     _claim(state, 1)
-    state.issue(5)  # the session frame: the newest result then was 5
+    _issue(state, 5)  # the session frame: the newest result then was 5
     with pytest.raises(ResumeReusedError):
         _claim(state, 1, last_result=6)  # a result after the frame: it read the frame
     state.heard()
@@ -107,7 +121,7 @@ def test_resumes_are_rate_limited_per_session_without_using_the_token_up() -> No
     state, sessions = _state(per_minute=30.0)  # one every 2 s, after a burst
     for generation in range(1, RESUME_BURST + 1):
         _claim(state, generation, now=0.0)
-        state.issue(0)
+        _issue(state, 0)
         state.heard()
     current = RESUME_BURST + 1
     with pytest.raises(ResumeThrottledError, match=r"retry in 2\.0 s"):
@@ -119,20 +133,22 @@ def test_resumes_are_rate_limited_per_session_without_using_the_token_up() -> No
 
 
 async def test_a_later_resume_displaces_one_not_yet_served() -> None:
-    state, _ = _state()
+    state, _ = _state(window_s=0.01)
     websocket = WebSocket({"type": "websocket"}, _no_receive, _no_send)
     first = state.hand_over(websocket, 0)
     second = state.hand_over(websocket, 0)
     assert isinstance(first.refusal, ResumeDisplacedError)
     assert first.refusal.outcome == "displaced"
     assert second.refusal is None
-    assert await state.next_connection(1.0) is second
-    assert await state.next_connection(0.01) == "window passed"
+    metrics = GatewayMetrics()
+    assert await state.next_connection(metrics) is second
+    assert await state.next_connection(metrics) is None  # the window passed
+    assert _counted(metrics, "asr_resumes_total", outcome="resumed") == 1
 
 
 async def test_a_session_ended_refuses_the_resume_waiting_and_is_forgotten() -> None:
     state, sessions = _state()
-    token = state.issue(0).token
+    token = _issue(state, 0)
     websocket = WebSocket({"type": "websocket"}, _no_receive, _no_send)
     waiting = state.hand_over(websocket, 0)
     state.forget()
@@ -152,8 +168,10 @@ async def test_a_drop_past_the_clients_share_is_not_parked() -> None:
         resumes_per_minute=30.0,
         now=0.0,
     )
-    assert await state.next_connection(5.0) == "no parking place"
+    metrics = GatewayMetrics()
+    assert await state.next_connection(metrics) is None
     assert sessions.parked == 1
+    assert _counted(metrics, "asr_parking_refused_total") == 1
 
 
 async def _no_receive() -> dict[str, object]:
@@ -162,3 +180,8 @@ async def _no_receive() -> dict[str, object]:
 
 async def _no_send(message: object) -> None:
     raise AssertionError
+
+
+def _counted(metrics: GatewayMetrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value

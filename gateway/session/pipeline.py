@@ -1,0 +1,145 @@
+"""A session's two inner tasks, between the parser's events and the frames the client gets:
+
+::
+
+    forwarder: [events] -> the utterance's logic (gateway.session.utterance) -> its actions:
+               pool streams opened, fed and finished; passes handed on -> [passes, bounded]
+    writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> [outbox]
+
+Each mode's logic is sans I/O: it turns events into actions, and the forwarder only carries
+them out (``SessionStreams``), answering its questions (the VAD's answer to a piece, where
+to cut long audio) before it reads the next event. Neither task belongs to a connection:
+while a resumable session is parked they go on, and the outbox bounds what waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from gateway.funasr.parser import (
+    AudioReceived,
+    ConfigReceived,
+    ConfigUpdated,
+    EndOfUtterance,
+    EndWithoutUtterance,
+    Event,
+    ResumeRequested,
+)
+from gateway.funasr.results import Label, end_acknowledgement
+from gateway.session.outbox import Outbox
+from gateway.session.serving import Serving
+from gateway.session.streams import Acknowledge, Pass, SessionStreams
+from gateway.session.utterance import Utterance, utterance_for
+from shared.errors import WorkerError
+
+PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
+
+
+class Pipeline:
+    """``events``: the reader's, which ``forward`` takes one at a time (``event_taken`` is
+    set at each: the reader waits on it for room); ``utterance_done``: called by the writer
+    after an utterance's last frame (and its acknowledgement) is in the outbox."""
+
+    def __init__(
+        self,
+        serving: Serving,
+        events: MemoryObjectReceiveStream[Event],
+        outbox: Outbox,
+        utterance_done: Callable[[], None],
+    ) -> None:
+        self._events = events
+        self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
+            PASS_BUFFER
+        )
+        self.streams = SessionStreams(serving, self._passes_in)
+        self._outbox = outbox
+        self._utterance_done = utterance_done
+        self.event_taken = anyio.Event()
+        # Ends that asked for the acknowledgement and have not had it, oldest first.
+        self.owed_acknowledgements: list[Label] = []
+
+    def close(self) -> None:
+        for end in (self._passes_in, self._passes):
+            end.close()
+
+    # -- forwarder --------------------------------------------------------------------
+
+    async def forward(self) -> None:
+        utterance: Utterance | None = None
+        with self._events:
+            async with self._passes_in:
+                async for event in self._events:
+                    self.event_taken.set()
+                    self.event_taken = anyio.Event()
+                    utterance = await self._carry_out(utterance, event)
+
+    async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
+        """One event; the utterance open after it."""
+        streams = self.streams
+        match event:
+            case ConfigReceived(config=config):
+                utterance = utterance_for(config, streams.utterance_settings(), vad=streams.vad)
+                await streams.carry_out(utterance, utterance.start())
+            case AudioReceived(pcm=pcm):
+                assert utterance is not None, "the parser lets no audio before a config"
+                await streams.carry_out(utterance, utterance.audio(pcm))
+            case ConfigUpdated(config=config):
+                assert utterance is not None, "the parser updates only an utterance"
+                utterance.update(config)
+            case EndOfUtterance(acknowledge=acknowledge):
+                assert utterance is not None, "the parser lets no end before a config"
+                if acknowledge:
+                    # Set before the last pass can finish: the writer reads it then.
+                    self._owe_acknowledgement(utterance.label)
+                await streams.carry_out(utterance, utterance.end())
+                utterance = None
+            case EndWithoutUtterance(acknowledge=True, config=config):
+                label = Label(config.mode, config.wav_name)
+                self._owe_acknowledgement(label)
+                await self._passes_in.send(Acknowledge(label))
+            case EndWithoutUtterance() | ResumeRequested():
+                pass  # a repeated end: nothing is owed for it (a resume is never queued)
+        return utterance
+
+    def _owe_acknowledgement(self, label: Label) -> None:
+        label.acknowledge = True
+        self.owed_acknowledgements.append(label)
+
+    # -- writer -----------------------------------------------------------------------
+
+    async def write(self) -> None:
+        async for item in self._passes:
+            match item:
+                case Acknowledge(label=label):
+                    await self._acknowledge(label)
+                case Pass(last=last, frames=frames):
+                    await self._relay(item)
+                    if last:
+                        if frames.label.acknowledge:
+                            await self._acknowledge(frames.label)
+                        self._utterance_done()
+
+    async def _relay(self, item: Pass) -> None:
+        """Put the pass's frames in the outbox: its streams' results, one stream after the
+        other, each up to its final result."""
+        frames = item.frames
+        for stream in item.streams:
+            async with stream:
+                async for result in stream:
+                    for frame in frames.push(result, stream.worker_index):
+                        await self._outbox.put(frame)
+                    if result.is_final:
+                        break
+                else:
+                    raise WorkerError(frames.unfinished)
+            self.streams.relayed(stream)
+        for frame in frames.finish():
+            await self._outbox.put(frame)
+
+    async def _acknowledge(self, label: Label) -> None:
+        """FunASR's end-of-input acknowledgement, after the utterance's last result."""
+        await self._outbox.put(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
+        self.owed_acknowledgements.remove(label)
