@@ -3,7 +3,8 @@
 ``from workers.pool import WorkerPool`` is the library's entry point.
 """
 
-from workers.pool.pool import ResultObserver, Transcript, WorkerPool, WorkerStatus
-from workers.pool.stream import Audio, AudioStream
+from workers.pool.pool import ResultObserver, WorkerPool
+from workers.pool.seats import WorkerStatus
+from workers.pool.stream import Audio, AudioStream, Transcript
 
 __all__ = ["Audio", "AudioStream", "ResultObserver", "Transcript", "WorkerPool", "WorkerStatus"]

@@ -24,7 +24,6 @@ import anyio.abc
 from shared.engines import EngineCapabilities, EngineName
 from shared.errors import OverCapacityError, ShuttingDownError, WorkerError, WorkerLoadError
 from shared.messages import (
-    EngineSpec,
     SlotsFreed,
     StreamExpired,
     StreamFailed,
@@ -38,49 +37,14 @@ from workers.engines import EngineLoader, load_engine
 from workers.models.resolve import ResolvedModel
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.pool.prepare import prepare
-from workers.pool.stream import Audio, AudioStream
+from workers.pool.seats import Seat, WorkerStatus, seats_health
+from workers.pool.stream import Audio, AudioStream, Transcript, decode_whole
 
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 EXIT_GRACE_S = 1.0  # from a worker's exit to giving up on the EOF of its results pipe
 ResultObserver = Callable[[int, StreamResult], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    text: str
-    timestamps: tuple[tuple[int, int], ...]  # ms, per token; empty if the model has none
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerStatus:
-    index: int
-    device: str
-    engine: EngineName
-    model: str
-    state: WorkerState
-    pid: int | None
-    active_streams: int
-    free_slots: int
-    engine_streams: int
-    restarts: int
-
-
-@dataclass(slots=True)
-class _Seat:
-    """A place in the pool: one device, and whichever worker process holds it now."""
-
-    index: int
-    spec: EngineSpec
-    handle: WorkerHandle
-    restarts: int = 0
-    assigned: int = 0
-    stopped: anyio.Event | None = None  # set when its supervisor has ended
-    lost_at: float | None = None  # when its last worker was lost; None while one serves
-    failed_restarts: int = 0  # since then
-    restart_error: str = ""  # the last of them
-    ended: str = ""  # why its supervisor ended, when that was not the pool's stop
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +92,7 @@ class WorkerPool:
         self.model: ResolvedModel | None = None
         self._on_result = on_result
         self._engine_loader = engine_loader
-        self._seats: list[_Seat] = []
+        self._seats: list[Seat] = []
         self._stream_ids = itertools.count(1)
         self._stopping = False
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -185,7 +149,7 @@ class WorkerPool:
         # Every worker runs the same engine on the same model: the first one speaks for all.
         assert handles[0].ready is not None
         self._capabilities = handles[0].ready.capabilities
-        self._seats = [_Seat(h.index, h.spec, h) for h in handles]
+        self._seats = [Seat(h.index, h.spec, h) for h in handles]
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         for seat in self._seats:
@@ -232,7 +196,7 @@ class WorkerPool:
             assert seat.stopped is not None
             await seat.stopped.wait()
 
-    async def _supervise(self, seat: _Seat) -> None:
+    async def _supervise(self, seat: Seat) -> None:
         """Keep the seat served; never raises but for cancellation (see the class doc)."""
         assert seat.stopped is not None
         try:
@@ -259,7 +223,7 @@ class WorkerPool:
             seat.stopped.set()
             self._notify_state_change()
 
-    async def _keep_served(self, seat: _Seat) -> None:
+    async def _keep_served(self, seat: Seat) -> None:
         """Serve the worker; when it is lost, fail its streams and replace it."""
         while True:
             handle = seat.handle
@@ -288,7 +252,7 @@ class WorkerPool:
             seat.failed_restarts = 0
             self._notify_state_change()
 
-    async def _serve(self, seat: _Seat, handle: WorkerHandle) -> _Loss | None:
+    async def _serve(self, seat: Seat, handle: WorkerHandle) -> _Loss | None:
         """Route the worker's results, write its commands and watch it for a hang, until
         its results pipe ends (or, that pipe closed under the pool, a moment after the
         worker exits). ``None`` if it simply exited; else why it was given up."""
@@ -339,7 +303,7 @@ class WorkerPool:
                 )
                 return
 
-    async def _replace(self, seat: _Seat) -> WorkerHandle | None:
+    async def _replace(self, seat: Seat) -> WorkerHandle | None:
         for attempt in itertools.count():
             if self._stopping:
                 return None
@@ -431,40 +395,13 @@ class WorkerPool:
         """Decode a whole utterance: its text, and its token times where the model gives
         them (an offline BiCifParaformer)."""
         async with self.open_stream(options) as stream:
-            results: list[StreamResult] = []
-
-            async def collect() -> None:
-                async for result in stream:
-                    results.append(result)
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(collect)
-                await stream.finish(audio)
-        if not results:
-            return Transcript("", ())
-        texts = [result.text for result in results]
-        text = "".join(texts) if self.text_is_delta else texts[-1]
-        return Transcript(text, results[-1].timestamps)
+            return await decode_whole(stream, audio, text_is_delta=self.text_is_delta)
 
     # -- status ---------------------------------------------------------------------
 
     def status(self) -> list[WorkerStatus]:
         model = self.model.description if self.model else ""
-        return [
-            WorkerStatus(
-                index=seat.index,
-                device=seat.spec.device,
-                engine=seat.spec.engine,
-                model=model,
-                state=seat.handle.state,
-                pid=seat.handle.pid,
-                active_streams=len(seat.handle.streams),
-                free_slots=seat.handle.free_slots,
-                engine_streams=seat.handle.engine_streams,
-                restarts=seat.restarts,
-            )
-            for seat in self._seats
-        ]
+        return [seat.status(model) for seat in self._seats]
 
     @property
     def ready(self) -> bool:
@@ -488,19 +425,7 @@ class WorkerPool:
             return None
         if self._task_group is None:
             return "the worker pool has not been started"
-        for seat in self._seats:
-            if seat.stopped is not None and seat.stopped.is_set():
-                reason = seat.ended or "its supervisor ended"
-                return f"worker {seat.index} ({seat.spec.device}) is not served: {reason}"
-        lost = [seat.lost_at for seat in self._seats if seat.failed_restarts]
-        if len(lost) == len(self._seats) and all(at is not None for at in lost):
-            down_s = time.monotonic() - max(at for at in lost if at is not None)
-            if down_s > self.settings.unhealthy_after_s:
-                return (
-                    f"no worker has served for {down_s:.0f} s: every restart fails"
-                    f" (worker {self._seats[-1].index}: {self._seats[-1].restart_error})"
-                )
-        return None
+        return seats_health(self._seats, self.settings.unhealthy_after_s)
 
 
 async def _watch_for_exit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
@@ -174,3 +175,29 @@ class AudioStream:
 
     def __repr__(self) -> str:
         return f"<AudioStream {self.stream_id} on worker {self.worker_index}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    timestamps: tuple[tuple[int, int], ...]  # ms, per token; empty if the model has none
+
+
+async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool) -> Transcript:
+    """Send a whole utterance on ``stream`` and gather every result it gives: the text
+    (its pieces joined, or the last one for an engine whose text is a running value) and
+    the last result's token times."""
+    results: list[StreamResult] = []
+
+    async def collect() -> None:
+        async for result in stream:
+            results.append(result)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(collect)
+        await stream.finish(audio)
+    if not results:
+        return Transcript("", ())
+    texts = [result.text for result in results]
+    text = "".join(texts) if text_is_delta else texts[-1]
+    return Transcript(text, results[-1].timestamps)
