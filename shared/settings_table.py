@@ -309,7 +309,7 @@ UNHEALTHY_AFTER = Setting(
     "seconds every worker of a pool may have failed to restart before `/healthz` answers 503",
 )
 
-# Access (gateway.access.AccessSettings).
+# Access (gateway.limits.access.AccessSettings).
 API_KEYS = Setting(
     "ASR_API_KEYS",
     Words(),
@@ -360,7 +360,7 @@ CHUNK_DEADLINE_MS = Setting(
     "a held step never makes its oldest chunk wait past this from its send",
 )
 
-# /v1/transcribe (gateway.transcribe.TranscribeSettings).
+# /v1/transcribe (gateway.files.request.TranscribeSettings).
 TRANSCRIBE_MAX_BYTES = Setting(
     "ASR_TRANSCRIBE_MAX_BYTES",
     AT_LEAST_1,
@@ -451,7 +451,7 @@ PUNC_MODEL = Setting(
     "a CT-Transformer that punctuates the offline model's results (needs `ASR_OFFLINE_MODEL`)",
 )
 
-# 2pass sentences (gateway.endpointer.EndpointSettings).
+# 2pass sentences (gateway.audio.endpointer.EndpointSettings).
 SENTENCE_PREROLL_MS = Setting(
     "ASR_SENTENCE_PREROLL_MS",
     MILLISECONDS_OR_0,

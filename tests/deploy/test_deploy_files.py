@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.closing import CLOSE_GRACE_S
+from gateway.session.closing import CLOSE_GRACE_S
 from shared import settings_table as table
 from shared.env import Setting
 

@@ -10,6 +10,8 @@ import openai
 import pytest
 from openai.types.audio import TranscriptionStreamEvent, TranscriptionVerbose
 
+from gateway.files.errors import TranscribeError
+from gateway.files.multipart import Form
 from gateway.openai_api.errors import OpenAIError, error_event, error_response, openai_error_body
 from gateway.openai_api.formats import (
     FileTranscript,
@@ -26,8 +28,6 @@ from gateway.openai_api.formats import (
     words_of,
 )
 from gateway.openai_api.transcriptions import TranscriptionRequest, parse_request
-from gateway.transcribe_errors import TranscribeError
-from gateway.upload import Form
 
 TWO = FileTranscript(
     text="你好 hello world",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from gateway.endpointer import EndpointSettings
+from gateway.audio.endpointer import EndpointSettings
 from gateway.openai_api.realtime_events import (
     AudioAppended,
     EventIds,

@@ -75,7 +75,7 @@ def pcm(samples: np.ndarray) -> bytes:
 
 
 def as_the_gateway_resamples(data: bytes) -> bytes:
-    """The 16 kHz int16 PCM ``gateway.transcribe.decode_wav`` makes of a mono WAV."""
+    """The 16 kHz int16 PCM ``gateway.files.request.decode_wav`` makes of a mono WAV."""
     audio, rate = soundfile.read(io.BytesIO(data), dtype="float32")
     resampled = soxr.resample(audio, rate, 16000) * 32768.0
     samples: np.ndarray = np.rint(np.clip(resampled, -32768, 32767)).astype("<i2")
