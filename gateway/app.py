@@ -36,10 +36,11 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.files.endpoint import transcribe
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
-from gateway.limits.budget import BYTES_PER_SECOND, AudioBudget
+from gateway.limits.budget import AudioBudget
 from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api import realtime as openai_realtime

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.audio.endpointer import EndpointSettings
+from gateway.audio.pcm import BYTES_PER_SECOND
 from shared import settings_table as table
 from shared.messages import SAMPLE_RATE
 from shared.settings import PoolSettings
@@ -248,7 +249,7 @@ def default_max_buffered_s() -> float:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         memory = 8 << 30
-    return float(memory // 8 // (2 * 2 * SAMPLE_RATE))
+    return float(memory // 8 // (2 * BYTES_PER_SECOND))
 
 
 def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:

@@ -17,10 +17,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from gateway.audio.pcm import MAX_AUDIO_FS, MIN_AUDIO_FS
 from shared.messages import SAMPLE_RATE
-
-MIN_AUDIO_FS = 8000
-MAX_AUDIO_FS = 48000
 
 
 class PcmResampler:

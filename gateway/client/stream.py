@@ -29,6 +29,7 @@ from websockets.exceptions import (
 )
 from websockets.typing import Subprotocol
 
+from gateway.audio.pcm import BYTES_PER_SECOND, SAMPLE_RATE
 from gateway.client.resume import (
     Acked,
     Duplicate,
@@ -45,8 +46,6 @@ from gateway.client.resume import (
     Message as Message,  # re-exported: the type of what the callbacks get
 )
 
-SAMPLE_RATE = 16000
-BYTES_PER_SECOND = 2 * SAMPLE_RATE
 DEFAULT_URL = "ws://127.0.0.1:10095/"  # where FunASR servers, and our quick start, listen
 
 MessageCallback = Callable[[Message], None]

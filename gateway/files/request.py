@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 from starlette.requests import ClientDisconnect, Request
 
+from gateway.audio.pcm import MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.files.errors import TranscribeError
 from gateway.files.fetch import fetch
 from gateway.files.multipart import (
@@ -92,8 +93,6 @@ __all__ = [
     "refusal_for",
 ]
 
-MIN_RATE = 8000
-MAX_RATE = 48000
 MAX_CHANNELS = 8
 # At least a byte a sample: what is read stays within a few times the file's size.
 # (IMA ADPCM or GSM would decode to 8 or 20 float32 bytes per byte of file.)
@@ -132,11 +131,12 @@ def decode_wav(data: bytes, max_seconds: float) -> npt.NDArray[np.int16]:
             415, "not_wav", f"the WAV holds {info.subtype}; send PCM, float, u-law or A-law"
         )
     rate = int(info.samplerate)
-    if not MIN_RATE <= rate <= MAX_RATE:
+    if not MIN_AUDIO_FS <= rate <= MAX_AUDIO_FS:
         raise TranscribeError(
             400,
             "bad_rate",
-            f"the WAV declares a sample rate of {rate} Hz; {MIN_RATE} to {MAX_RATE} Hz are taken",
+            f"the WAV declares a sample rate of {rate} Hz;"
+            f" {MIN_AUDIO_FS} to {MAX_AUDIO_FS} Hz are taken",
         )
     if info.channels > MAX_CHANNELS:
         raise TranscribeError(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Literal, TypeVar
 
-from gateway.audio.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
+from gateway.audio.pcm import BYTES_PER_SAMPLE, MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.fields import int_in, is_int, read_bool, read_text
 from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
@@ -20,7 +20,6 @@ Mode = Literal["online", "offline", "2pass"]
 T = TypeVar("T")
 _MODES: dict[str, Mode] = {"online": "online", "offline": "offline", "2pass": "2pass"}
 
-BYTES_PER_SAMPLE = 2  # signed 16-bit little-endian PCM
 MAX_CHUNK_UNITS = 100
 MAX_CHUNK_INTERVAL = 1000
 MAX_LOOK_BACK = 100

@@ -19,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from shared.messages import SAMPLE_RATE, StreamResult
-
-BYTES_PER_SECOND = SAMPLE_RATE * 2  # 16-bit mono
+from shared.messages import StreamResult
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 

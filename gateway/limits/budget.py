@@ -10,10 +10,8 @@ with an error frame and 1013, so that an attacker's cost (sending the audio) and
 
 from __future__ import annotations
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from shared.errors import OverCapacityError
-from shared.messages import SAMPLE_RATE
-
-BYTES_PER_SECOND = SAMPLE_RATE * 2
 
 
 class AudioBudget:

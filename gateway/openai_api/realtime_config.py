@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeGuard
 
-from gateway.audio.resample import MAX_AUDIO_FS, MIN_AUDIO_FS
+from gateway.audio.pcm import BYTES_PER_SECOND, MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
-from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES, SAMPLE_RATE
+from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES
 
 Dialect = Literal["ga", "beta"]
 Encoding = Literal["pcm16", "pcmu", "pcma"]
@@ -116,7 +116,7 @@ class RealtimeSettings:
         """The most audio one append may carry: as many seconds as ``max_frame_bytes`` of
         16 kHz PCM (ASR_MAX_FRAME_BYTES, the largest frame of a FunASR session), in this
         format, so that one event's decoding and resampling is bounded whatever the rate."""
-        most = max_frame_bytes * self.bytes_per_second // (2 * SAMPLE_RATE)
+        most = max_frame_bytes * self.bytes_per_second // BYTES_PER_SECOND
         return max(self.sample_bytes, most // self.sample_bytes * self.sample_bytes)
 
 

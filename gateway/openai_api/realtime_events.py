@@ -36,6 +36,7 @@ import binascii
 import json
 from dataclasses import dataclass
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.openai_api.realtime_config import (
     Dialect,
     Encoding,
@@ -55,7 +56,6 @@ from gateway.openai_api.realtime_server_events import (
     user_item,
 )
 from shared.errors import FrameTooLargeError
-from shared.messages import SAMPLE_RATE
 from shared.settings_table import MAX_FRAME_BYTES, MAX_TEXT_BYTES
 
 # What the dialect's modules were reached by before they were split.
@@ -103,7 +103,7 @@ class EventLimits:
         return _base64_chars(settings.max_append_bytes(self.max_frame_bytes)) + self.max_text_bytes
 
     def append_seconds(self) -> float:
-        return self.max_frame_bytes / (2 * SAMPLE_RATE)
+        return self.max_frame_bytes / BYTES_PER_SECOND
 
 
 @dataclass(frozen=True, slots=True)

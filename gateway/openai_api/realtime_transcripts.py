@@ -15,9 +15,10 @@ it said).
 
 from __future__ import annotations
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
 from gateway.openai_api.realtime_server_events import user_item
-from gateway.openai_api.realtime_turns import BYTES_PER_SECOND, Event, InputBuffer, ItemState
+from gateway.openai_api.realtime_turns import Event, InputBuffer, ItemState
 
 COMPLETED = "conversation.item.input_audio_transcription.completed"
 DELTA = "conversation.item.input_audio_transcription.delta"

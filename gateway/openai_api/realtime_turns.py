@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import PcmResampler
 from gateway.openai_api.realtime_config import (
     Dialect,
@@ -42,7 +43,6 @@ from gateway.openai_api.realtime_config import (
 from gateway.openai_api.realtime_server_events import EventIds, user_item
 from shared.messages import SAMPLE_RATE
 
-BYTES_PER_SECOND = 2 * SAMPLE_RATE
 END_FRAME = json.dumps({"is_speaking": False})
 Event = dict[str, object]
 

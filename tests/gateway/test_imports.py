@@ -4,7 +4,7 @@ Each folder of ``gateway/`` is one part, and a few modules stand alone at its to
 its settings, its metrics). Below everything, pure audio (``audio``) and the settings;
 then FunASR's protocol, sans I/O (``funasr``) and the limits; the session both dialects
 use; then what serves over it: the file path, the OpenAI dialect, operations; the app on
-top. The client imports nothing of the server's. From ``workers/`` the gateway uses the
+top. The client imports only the PCM facts of the server's. From ``workers/`` the gateway uses the
 pool's interface alone (``workers.pool``). Every import counts, lazy ones too.
 """
 
@@ -30,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "files": BELOW_SESSION | {"session"},
     "openai_api": BELOW_SESSION | {"session", "files"},
     "ops": BELOW_SESSION | {"session"},
-    "client": set(),
+    "client": {"audio"},
     "app": BELOW_SESSION | {"session", "files", "openai_api", "ops"},
     "__main__": {"app", "ops"},
 }

@@ -13,6 +13,7 @@ before the sentence's detected speech (all of it when none was detected), as Fun
 from __future__ import annotations
 
 from gateway.audio.chunker import ChunkCutter
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Partials, WholeText
 from gateway.session.utterance.actions import (
@@ -28,8 +29,6 @@ from gateway.session.utterance.actions import (
 )
 from gateway.session.utterance.base import Utterance, UtteranceSettings
 from shared.messages import SAMPLE_RATE
-
-BYTES_PER_SECOND = SAMPLE_RATE * 2
 
 
 class TwoPass(Utterance):
