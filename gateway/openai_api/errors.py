@@ -84,7 +84,7 @@ class OpenAIError:
         return openai_error_body(self.message, self.type, self.param, self.code)
 
 
-def error_event(error: TranscribeError) -> dict[str, object]:
+def stream_error_event(error: TranscribeError) -> dict[str, object]:
     """A failure after a stream has started, as the SDK's ``Stream`` raises it (an
     ``APIError`` with this ``message``, ``code``, ``param``): any event with an ``error``."""
     return {"type": "error", "error": OpenAIError.of(error).body()}

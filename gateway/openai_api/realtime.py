@@ -47,6 +47,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from gateway.audio.resample import resampled_bytes
 from gateway.limits.rate import TokenBucket, frame_cost
 from gateway.metrics import GatewayMetrics
+from gateway.openai_api.errors import openai_error_body
 from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
 from gateway.openai_api.realtime_events import (
     AudioAppended,
@@ -59,7 +60,8 @@ from gateway.openai_api.realtime_events import (
 from gateway.openai_api.realtime_server_events import (
     EventIds,
     encode,
-    error_event,
+    realtime_error_event,
+    session_event,
     session_object,
 )
 from gateway.openai_api.realtime_transcripts import Transcripts
@@ -192,7 +194,7 @@ class RealtimeDialect:
             try:
                 self._pending.extend(await self._take(message.get("text")))
             except RealtimeEventError as error:
-                await self._send_event(error_event(self._ids.event(), error))
+                await self._send_event(realtime_error_event(self._ids.event(), error))
                 self._metrics.realtime_errors.labels(error.code).inc()
                 self._invalid_events += 1
                 if self._invalid_events >= MAX_INVALID_EVENTS:
@@ -270,7 +272,7 @@ class RealtimeDialect:
             self._metrics.realtime_errors.labels(name).inc()
             message = frame.get("message")
             error = RealtimeEventError(name, str(message), type_=kind)
-            return [error_event(self._ids.event(), error)]
+            return [realtime_error_event(self._ids.event(), error)]
         events = self._transcripts.result(frame)
         return [{"event_id": self._ids.event(), **event} for event in events]
 
@@ -286,7 +288,7 @@ class RealtimeDialect:
         session = session_object(
             self._session_id, self._buffer.settings, self._buffer.dialect, self._expires_at
         )
-        return {"event_id": self._ids.event(), "type": name, "session": session}
+        return {"event_id": self._ids.event(), **session_event(name, session)}
 
 
 async def refuse(
@@ -301,7 +303,7 @@ async def refuse(
     kind, name = ERROR_CODES.get(error.close_code, ERROR_CODES[1011])
     name = code or name
     metrics.realtime_errors.labels(name).inc()
-    event = error_event(
+    event = realtime_error_event(
         f"event_{secrets.token_hex(6)}", RealtimeEventError(name, error.message, type_=kind)
     )
     with anyio.move_on_after(CLOSE_GRACE_S, shield=True):
@@ -334,7 +336,7 @@ async def _deny(websocket: WebSocket, status: int, message: str) -> None:
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
         kind = "invalid_request_error"
         code = "invalid_api_key" if status == 401 else "forbidden_origin"
-        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        body = {"error": openai_error_body(message, kind, None, code)}
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         await websocket.send_denial_response(JSONResponse(body, status, headers))
     else:

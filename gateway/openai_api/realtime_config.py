@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeGuard
 
+from gateway.audio.g711 import Encoding
 from gateway.audio.pcm import BYTES_PER_SECOND, MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
 from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES
 
 Dialect = Literal["ga", "beta"]
-Encoding = Literal["pcm16", "pcmu", "pcma"]
 NoiseReduction = Literal["near_field", "far_field"]
 
 OPENAI_DEFAULT_RATE = 24000  # OpenAI's audio/pcm (and beta pcm16) rate

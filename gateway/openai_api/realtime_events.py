@@ -39,47 +39,15 @@ from dataclasses import dataclass
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.openai_api.realtime_config import (
     Dialect,
-    Encoding,
     RealtimeEventError,
     RealtimeSettings,
-    TurnDetection,
     as_object,
     unicode_text,
     update_beta,
     update_ga,
 )
-from gateway.openai_api.realtime_server_events import (
-    EventIds,
-    encode,
-    error_event,
-    session_object,
-    user_item,
-)
 from shared.errors import FrameTooLargeError
 from shared.settings_table import MAX_FRAME_BYTES, MAX_TEXT_BYTES
-
-# What the dialect's modules were reached by before they were split.
-__all__ = [
-    "APPEND",
-    "CONVERSATION_EVENTS",
-    "AudioAppended",
-    "BufferCleared",
-    "BufferCommitted",
-    "ClientEvent",
-    "Dialect",
-    "Encoding",
-    "EventIds",
-    "EventLimits",
-    "RealtimeEventError",
-    "RealtimeSettings",
-    "SessionUpdate",
-    "TurnDetection",
-    "encode",
-    "error_event",
-    "parse_client_event",
-    "session_object",
-    "user_item",
-]
 
 APPEND = "input_audio_buffer.append"
 # OpenAI gives no length; it is sent back in error events.

@@ -1,13 +1,21 @@
-"""The server events of OpenAI's Realtime API in transcription mode that are built from the
-session's configuration and ids, not from its results (sans I/O): the session object of
-``session.created`` / ``session.updated`` (or the beta names), ``error``, and the user item
-of a committed buffer."""
+"""Every server event of OpenAI's Realtime API in transcription mode, built here and only
+here (sans I/O): the session object of ``session.created`` / ``session.updated`` (or the
+beta names), ``error``, the input buffer's (speech started and stopped, committed,
+cleared), the conversation item's (added or created, done), and the transcription's
+(delta, completed). Each builder returns the event without its ``event_id``, which the
+connection numbers as it sends (``realtime.RealtimeDialect``), except ``error``, whose id
+the caller gives."""
 
 from __future__ import annotations
 
 import json
 
+from gateway.openai_api.errors import openai_error_body
 from gateway.openai_api.realtime_config import Dialect, RealtimeEventError, RealtimeSettings
+
+Event = dict[str, object]
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+DELTA = "conversation.item.input_audio_transcription.delta"
 
 
 def session_object(
@@ -80,17 +88,65 @@ class EventIds:
         return f"item_{self._stem}_{self._items}"
 
 
-def error_event(event_id: str, error: RealtimeEventError) -> dict[str, object]:
+def realtime_error_event(event_id: str, error: RealtimeEventError) -> Event:
+    """``error``: OpenAI's error object, with the client event's id it answers."""
+    body = openai_error_body(error.message, error.type, error.param, error.code)
+    return {"event_id": event_id, "type": "error", "error": {**body, "event_id": error.event_id}}
+
+
+def session_event(name: str, session: dict[str, object]) -> Event:
+    return {"type": name, "session": session}
+
+
+def speech_started(item_id: str, audio_start_ms: int) -> Event:
     return {
-        "event_id": event_id,
-        "type": "error",
-        "error": {
-            "type": error.type,
-            "code": error.code,
-            "message": error.message,
-            "param": error.param,
-            "event_id": error.event_id,
-        },
+        "type": "input_audio_buffer.speech_started",
+        "audio_start_ms": audio_start_ms,
+        "item_id": item_id,
+    }
+
+
+def speech_stopped(item_id: str, audio_end_ms: int) -> Event:
+    return {
+        "type": "input_audio_buffer.speech_stopped",
+        "audio_end_ms": audio_end_ms,
+        "item_id": item_id,
+    }
+
+
+def committed(item_id: str, previous_item_id: str | None) -> Event:
+    return {
+        "type": "input_audio_buffer.committed",
+        "previous_item_id": previous_item_id,
+        "item_id": item_id,
+    }
+
+
+def cleared() -> Event:
+    return {"type": "input_audio_buffer.cleared"}
+
+
+def item_added(item_id: str, previous_item_id: str | None, dialect: Dialect) -> Event:
+    """The committed buffer as an item: ``conversation.item.added`` (GA) or ``.created``."""
+    name = "conversation.item.added" if dialect == "ga" else "conversation.item.created"
+    return {"type": name, "previous_item_id": previous_item_id, "item": user_item(item_id, None)}
+
+
+def item_done(item_id: str, transcript: str) -> Event:
+    return {"type": "conversation.item.done", "item": user_item(item_id, transcript)}
+
+
+def transcription_delta(item_id: str, delta: str) -> Event:
+    return {"type": DELTA, "item_id": item_id, "content_index": 0, "delta": delta}
+
+
+def transcription_completed(item_id: str, transcript: str, seconds: float) -> Event:
+    return {
+        "type": COMPLETED,
+        "item_id": item_id,
+        "content_index": 0,
+        "transcript": transcript,
+        "usage": {"type": "duration", "seconds": round(seconds, 3)},
     }
 
 

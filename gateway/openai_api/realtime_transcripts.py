@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from gateway.openai_api.realtime_server_events import user_item
+from gateway.openai_api.realtime_server_events import (
+    item_done,
+    transcription_completed,
+    transcription_delta,
+)
 from gateway.openai_api.realtime_turns import Event, InputBuffer, ItemState
-
-COMPLETED = "conversation.item.input_audio_transcription.completed"
-DELTA = "conversation.item.input_audio_transcription.delta"
 
 
 class Transcripts:
@@ -48,7 +49,7 @@ class Transcripts:
             elif text:
                 delta = self._streamed(state, text)
                 if delta:
-                    events.append(self._delta(item_id, delta))
+                    events.append(transcription_delta(item_id, delta))
         if not final:
             return events
         del self._buffer.items[item_id]
@@ -58,19 +59,10 @@ class Transcripts:
             transcript = join_texts(state.finals)
         else:
             transcript = "".join(state.texts)
-        events.append(
-            {
-                "type": COMPLETED,
-                "item_id": item_id,
-                "content_index": 0,
-                "transcript": transcript,
-                "usage": {"type": "duration", "seconds": round(state.bytes / BYTES_PER_SECOND, 3)},
-            }
-        )
+        seconds = state.bytes / BYTES_PER_SECOND
+        events.append(transcription_completed(item_id, transcript, seconds))
         if self._buffer.dialect == "ga":
-            events.append(
-                {"type": "conversation.item.done", "item": user_item(item_id, transcript)}
-            )
+            events.append(item_done(item_id, transcript))
         return events
 
     def _streamed(self, state: ItemState, text: str) -> str:
@@ -81,7 +73,3 @@ class Transcripts:
         old = state.texts[0] if state.texts else ""
         state.texts[:] = [text]
         return text[len(old) :] if text.startswith(old) else text
-
-    @staticmethod
-    def _delta(item_id: str, text: str) -> Event:
-        return {"type": DELTA, "item_id": item_id, "content_index": 0, "delta": text}

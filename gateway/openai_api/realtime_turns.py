@@ -28,19 +28,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
-import numpy.typing as npt
-
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
+from gateway.audio.g711 import PcmDecoder
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import PcmResampler
 from gateway.openai_api.realtime_config import (
     Dialect,
-    Encoding,
     RealtimeEventError,
     RealtimeSettings,
 )
-from gateway.openai_api.realtime_server_events import EventIds, user_item
+from gateway.openai_api.realtime_server_events import (
+    EventIds,
+    cleared,
+    committed,
+    item_added,
+    speech_started,
+    speech_stopped,
+)
 from shared.messages import SAMPLE_RATE
 
 END_FRAME = json.dumps({"is_speaking": False})
@@ -61,56 +65,6 @@ class ToClient:
 
 
 Output = ToSession | ToClient
-
-
-# -- G.711 --------------------------------------------------------------------------------
-
-
-def _ulaw_table() -> npt.NDArray[np.int16]:
-    codes = ~np.arange(256, dtype=np.int32) & 0xFF
-    exponent = (codes >> 4) & 0x07
-    magnitude = ((((codes & 0x0F) << 3) + 0x84) << exponent) - 0x84
-    return np.where(codes & 0x80, -magnitude, magnitude).astype(np.int16)
-
-
-def _alaw_table() -> npt.NDArray[np.int16]:
-    codes = np.arange(256, dtype=np.int32) ^ 0x55
-    exponent = (codes >> 4) & 0x07
-    mantissa = codes & 0x0F
-    magnitude = np.where(
-        exponent == 0,
-        (mantissa << 4) + 8,
-        ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0),
-    )
-    return np.where(codes & 0x80, magnitude, -magnitude).astype(np.int16)
-
-
-G711_TABLES: dict[Encoding, npt.NDArray[np.int16]] = {
-    "pcmu": _ulaw_table(),
-    "pcma": _alaw_table(),
-}
-
-
-class PcmDecoder:
-    """The session's format in, s16le at its rate out; a PCM16 sample split across two
-    appends is joined."""
-
-    def __init__(self, encoding: Encoding) -> None:
-        self.encoding = encoding
-        self._odd_byte = b""
-
-    def decode(self, audio: bytes) -> bytes:
-        if self.encoding != "pcm16":
-            table = G711_TABLES[self.encoding]
-            return table[np.frombuffer(audio, dtype=np.uint8)].astype("<i2").tobytes()
-        pcm = self._odd_byte + audio if self._odd_byte else audio
-        cut = len(pcm) // 2 * 2
-        self._odd_byte = pcm[cut:]
-        return pcm[:cut]
-
-    @property
-    def holds_audio(self) -> bool:
-        return bool(self._odd_byte)
 
 
 # -- turns --------------------------------------------------------------------------------
@@ -227,7 +181,7 @@ class InputBuffer:
             self._position += self._turn.size
             outputs.append(ToSession(text=END_FRAME))
             self._turn = self._open_turn_state()
-        outputs.append(ToClient({"type": "input_audio_buffer.cleared"}))
+        outputs.append(ToClient(cleared()))
         return outputs
 
     # -- audio into turns ----------------------------------------------------------------
@@ -270,49 +224,16 @@ class InputBuffer:
         turn.speech_announced = True
         padding = self._padding_bytes()
         start = turn.origin + max(0, turn.vad_base + speech_start - padding)
-        return [
-            ToClient(
-                {
-                    "type": "input_audio_buffer.speech_started",
-                    "audio_start_ms": _ms(start),
-                    "item_id": turn.item_id,
-                }
-            )
-        ]
+        return [ToClient(speech_started(turn.item_id, _ms(start)))]
 
     def _end_turn(self, *, stopped: bool) -> list[Output]:
         """The turn's utterance ends: the buffer is committed as its item."""
         turn = self._turn
         outputs: list[Output] = [ToSession(text=END_FRAME)]
         if stopped:
-            outputs.append(
-                ToClient(
-                    {
-                        "type": "input_audio_buffer.speech_stopped",
-                        "audio_end_ms": _ms(turn.origin + turn.size),
-                        "item_id": turn.item_id,
-                    }
-                )
-            )
-        outputs.append(
-            ToClient(
-                {
-                    "type": "input_audio_buffer.committed",
-                    "previous_item_id": self._previous_item,
-                    "item_id": turn.item_id,
-                }
-            )
-        )
-        added = "conversation.item.added" if self.dialect == "ga" else "conversation.item.created"
-        outputs.append(
-            ToClient(
-                {
-                    "type": added,
-                    "previous_item_id": self._previous_item,
-                    "item": user_item(turn.item_id, None),
-                }
-            )
-        )
+            outputs.append(ToClient(speech_stopped(turn.item_id, _ms(turn.origin + turn.size))))
+        outputs.append(ToClient(committed(turn.item_id, self._previous_item)))
+        outputs.append(ToClient(item_added(turn.item_id, self._previous_item, self.dialect)))
         self._previous_item = turn.item_id
         self._position += turn.size
         self._turn = self._open_turn_state()

@@ -87,7 +87,7 @@ from gateway.files.request import (
     refusal_for,
 )
 from gateway.metrics import GatewayMetrics
-from gateway.openai_api.errors import error_event, error_response
+from gateway.openai_api.errors import error_response, stream_error_event
 from gateway.openai_api.formats import (
     GRANULARITIES,
     RESPONSE_FORMATS,
@@ -359,7 +359,7 @@ async def _send_error(
     send: MemoryObjectSendStream[bytes], error: TranscribeError, metrics: GatewayMetrics
 ) -> None:
     metrics.transcription_refusals.labels(error.reason).inc()
-    await send.send(sse(error_event(error)))
+    await send.send(sse(stream_error_event(error)))
 
 
 Produce = Callable[[MemoryObjectSendStream[bytes]], Awaitable[None]]

@@ -12,7 +12,12 @@ from openai.types.audio import TranscriptionStreamEvent, TranscriptionVerbose
 
 from gateway.files.errors import TranscribeError
 from gateway.files.multipart import Form
-from gateway.openai_api.errors import OpenAIError, error_event, error_response, openai_error_body
+from gateway.openai_api.errors import (
+    OpenAIError,
+    error_response,
+    openai_error_body,
+    stream_error_event,
+)
 from gateway.openai_api.formats import (
     FileTranscript,
     TimedSegment,
@@ -144,9 +149,9 @@ def test_events_are_one_data_line_each_that_the_sdk_parses() -> None:
     assert events[-1].text == "第一\n行 two"  # type: ignore[union-attr]
 
 
-def test_an_error_event_is_raised_by_the_sdks_stream_with_its_code() -> None:
+def test_an_stream_error_event_is_raised_by_the_sdks_stream_with_its_code() -> None:
     error = TranscribeError(503, "unavailable", "no worker is ready")
-    body = sse(delta_event("a")) + sse(error_event(error))
+    body = sse(delta_event("a")) + sse(stream_error_event(error))
     stream = stream_of(body)
     assert next(stream).type == "transcript.text.delta"
     with pytest.raises(openai.APIError) as raised:

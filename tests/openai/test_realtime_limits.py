@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
+from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
 from gateway.openai_api.realtime_events import (
     AudioAppended,
     BufferCleared,
-    RealtimeEventError,
-    RealtimeSettings,
     SessionUpdate,
     parse_client_event,
-    session_object,
 )
+from gateway.openai_api.realtime_server_events import session_object
 from shared.errors import FrameTooLargeError
 
 MIB = 1 << 20

@@ -11,19 +11,12 @@ import pytest
 import soundfile
 
 from gateway.audio.endpointer import EndpointSettings
-from gateway.openai_api.realtime_events import (
-    AudioAppended,
-    EventIds,
-    RealtimeEventError,
-    RealtimeSettings,
-    SessionUpdate,
-    TurnDetection,
-    parse_client_event,
-    session_object,
-)
+from gateway.audio.g711 import G711_TABLES
+from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings, TurnDetection
+from gateway.openai_api.realtime_events import AudioAppended, SessionUpdate, parse_client_event
+from gateway.openai_api.realtime_server_events import EventIds, session_object
 from gateway.openai_api.realtime_transcripts import Transcripts
 from gateway.openai_api.realtime_turns import (
-    G711_TABLES,
     InputBuffer,
     Output,
     ToClient,
