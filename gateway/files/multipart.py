@@ -92,15 +92,15 @@ async def read_form(
     max_parts: int = MAX_PARTS,
 ) -> Form:
     """Parse a ``multipart/form-data`` body as it arrives, keeping ``fields``' text."""
-    reader = FormReader(boundary_of(content_type), max_file_bytes, fields, max_parts)
     limit = form_limit(max_file_bytes)
     total = 0
-    async for chunk in chunks:
-        total += len(chunk)
-        if total > limit:
-            raise too_large(limit, "the form", FORM_WHY)
-        reader.feed(chunk)
-    return reader.finish()
+    with FormReader(boundary_of(content_type), max_file_bytes, fields, max_parts) as reader:
+        async for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise too_large(limit, "the form", FORM_WHY)
+            reader.feed(chunk)
+        return reader.finish()
 
 
 def boundary_of(content_type: str) -> bytes:
@@ -123,7 +123,14 @@ class _Part:
 
 
 class FormReader:
-    """A multipart form, fed in chunks; what it keeps is bounded by its limits."""
+    """A multipart form, fed in chunks; what it keeps is bounded by its limits.
+
+    The parser holds this reader's methods as its callbacks, and the reader holds the
+    parser: a reference cycle, which only the cyclic collector would free, with the file
+    in it. ``close`` (or leaving the ``with`` block) breaks it, so that a request's body is
+    freed when the request is done: with the collector tuned to run rarely
+    (``shared.gc_tuning``), a cycle kept every upload's bytes for good.
+    """
 
     def __init__(
         self,
@@ -141,6 +148,7 @@ class FormReader:
         self._file: bytes | None = None
         self._filename = ""
         self._fields: dict[str, list[str]] = {}
+        self._parser: MultipartParser | None
         try:
             self._parser = MultipartParser(
                 boundary,
@@ -158,7 +166,21 @@ class FormReader:
         except FormParserError as error:
             raise TranscribeError(400, "bad_form", f"the multipart boundary: {error}") from None
 
+    def __enter__(self) -> FormReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the parser and of what was read (safe to call twice)."""
+        self._parser = None
+        self._part = _Part()
+        self._file = None
+
     def feed(self, chunk: bytes) -> None:
+        if self._parser is None:
+            raise ValueError("the form reader is closed")
         try:
             self._parser.write(chunk)
         except FormParserError as error:
@@ -172,7 +194,9 @@ class FormReader:
                 400, "bad_form", "the multipart body ends before its closing boundary"
             )
         fields = {name: tuple(values) for name, values in self._fields.items()}
-        return Form(self._file, self._filename, fields)
+        form = Form(self._file, self._filename, fields)
+        self.close()
+        return form
 
     def _on_part_begin(self) -> None:
         self._parts += 1
