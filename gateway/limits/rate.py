@@ -3,18 +3,28 @@
 A frame costs the gateway's event loop about the same whatever it carries (uvicorn parses
 it, queues it, the session reads it), while the workers' backpressure only paces the bytes
 of audio. A flood of tiny frames is therefore never slowed down by anything but this cap.
-So a frame costs tokens by how little audio it carries: a text frame or a frame of a
-few bytes costs a whole token, one with ``FULL_FRAME_BYTES`` of audio or more costs
-nothing (its bytes are paced by the workers, as a fast upload in 60 ms frames is).
+So a frame costs tokens by how little audio it carries: a frame of a few bytes costs a
+whole token, one with ``FULL_FRAME_BYTES`` of audio or more costs nothing (its bytes are
+paced by the workers, as a fast upload in 60 ms frames is). Text is parsed as JSON, which
+costs by its length: a text frame costs a token per ``TEXT_CHARS_PER_TOKEN`` characters,
+at least one, so that frames at ``ASR_MAX_TEXT_BYTES`` come a few a second, not 200 (eight
+sessions sending 64 KiB frames took other sessions' chunk latency from 3 to 340 ms p50).
 """
 
 from __future__ import annotations
 
 FULL_FRAME_BYTES = 640  # 20 ms of 16 kHz int16 audio: frames of this much are free
+TEXT_CHARS_PER_TOKEN = 1024  # a config is a few hundred: one token
+
+
+def text_cost(chars: int) -> float:
+    """The tokens a text frame (or event) of ``chars`` characters costs."""
+    return max(1.0, chars / TEXT_CHARS_PER_TOKEN)
 
 
 def frame_cost(audio_bytes: int | None) -> float:
-    """The tokens one frame costs: a text frame (``None``) 1; a binary frame of ``audio_bytes``
+    """The tokens one frame costs: a text frame (``None``) 1 (``text_cost`` by its length); a
+    binary frame of ``audio_bytes``
     (counted at 16 kHz) 1 less its share of ``FULL_FRAME_BYTES``, never below 0."""
     if audio_bytes is None:
         return 1.0

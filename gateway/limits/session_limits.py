@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from gateway.audio.resample import resampled_bytes
 from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, Event, ParserState
-from gateway.limits.rate import FULL_FRAME_BYTES, TokenBucket, frame_cost
+from gateway.limits.rate import FULL_FRAME_BYTES, TokenBucket, frame_cost, text_cost
 from gateway.settings import GatewaySettings
 from shared.errors import ProtocolError
 
@@ -47,11 +47,13 @@ class SessionLimits:
         self._utterance_audio = 0  # bytes of the open utterance
         self._empty_utterances = 0
 
-    def frame(self, size: int | None, audio_fs: int, now: float) -> None:
-        """One frame of ``size`` bytes at ``audio_fs`` (None: text) against the frame cap."""
-        if size is not None:
-            size = resampled_bytes(size, audio_fs)
-        if not self._frames.take(frame_cost(size), now):
+    def frame(self, size: int | None, audio_fs: int, now: float, text_chars: int = 0) -> None:
+        """One frame against the frame cap: binary of ``size`` bytes at ``audio_fs``, or
+        (``size`` None) text of ``text_chars`` characters."""
+        cost = (
+            text_cost(text_chars) if size is None else frame_cost(resampled_bytes(size, audio_fs))
+        )
+        if not self._frames.take(cost, now):
             raise ProtocolError(
                 f"more than {self._settings.max_frames_per_s:g} frames a second"
                 " (ASR_MAX_FRAMES_PER_SECOND); send audio in frames of 20 ms or more"

@@ -45,7 +45,7 @@ from starlette.types import Message, Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.audio.resample import resampled_bytes
-from gateway.limits.rate import TokenBucket, frame_cost
+from gateway.limits.rate import TokenBucket, frame_cost, text_cost
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import openai_error_body
 from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
@@ -211,10 +211,14 @@ class RealtimeDialect:
             )
         settings = self._buffer.settings
         event = parse_client_event(text, settings, self._limits)
-        cost = 1.0
         if isinstance(event, AudioAppended):  # as the session's frames cost: by their audio
             pcm_bytes = len(event.audio) * (2 if settings.encoding != "pcm16" else 1)
             cost = frame_cost(resampled_bytes(pcm_bytes, settings.rate))
+            # and the JSON around it by its length, as text frames are
+            base64_chars = 4 * -(-len(event.audio) // 3)
+            cost += text_cost(len(text) - base64_chars) - 1.0
+        else:
+            cost = text_cost(len(text))
         if not self._events_bucket.take(cost, anyio.current_time()):
             raise ProtocolError(
                 "more events a second than ASR_MAX_FRAMES_PER_SECOND; send audio in"

@@ -305,7 +305,7 @@ class Session:
                 self._resumability.heard()
             text, data = message.get("text"), message.get("bytes")
             if text is not None:
-                self._limits.frame(None, parser.session_config.audio_fs, now())
+                self._limits.frame(None, parser.session_config.audio_fs, now(), len(text))
                 events = parser.receive_text(text)
             elif data is not None:
                 self._limits.frame(len(data), parser.session_config.audio_fs, now())

@@ -49,6 +49,18 @@ def test_a_flood_of_text_frames_is_closed_with_1008(flood_client: TestClient) ->
     assert "ASR_MAX_FRAMES_PER_SECOND" in error["message"]
 
 
+def test_large_text_frames_cost_by_their_length() -> None:
+    """JSON is parsed whatever it says: 64 KiB text frames came at 200 a second, and eight
+    such sessions took other sessions' chunk latency from 3 to 340 ms (p50). Each now costs
+    a token a KiB: at 200 tokens a second, three a second."""
+    padding = json.dumps({"wav_name": "w", "note": "x" * 60_000})  # 60 KiB, no error in it
+    settings = replace(SETTINGS, max_text_bytes=65536)  # the default
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+        send(ws, [config(), *[padding] * 10])
+        error = expect_error(ws, 1008)
+    assert "ASR_MAX_FRAMES_PER_SECOND" in error["message"]
+
+
 def test_frames_of_20_ms_or_more_are_not_counted(flood_client: TestClient) -> None:
     # A fast upload: FunASR's Python client sends 60 ms frames 1 ms apart.
     pcm = bytes(range(256)) * (640 * FLOOD_FRAMES // 256)

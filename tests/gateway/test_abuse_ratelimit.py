@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.limits.rate import FULL_FRAME_BYTES, TokenBucket, frame_cost
+from gateway.limits.rate import (
+    FULL_FRAME_BYTES,
+    TEXT_CHARS_PER_TOKEN,
+    TokenBucket,
+    frame_cost,
+    text_cost,
+)
 
 
 def test_a_full_bucket_takes_its_burst_at_once_then_refuses() -> None:
@@ -65,6 +71,11 @@ def test_a_clock_that_steps_back_gives_nothing() -> None:
 def test_needs_a_positive_rate_and_a_burst_of_one(rate: float, burst: float) -> None:
     with pytest.raises(ValueError, match=r"rate|burst"):
         TokenBucket(rate, burst, 0.0)
+
+
+def test_a_text_frame_costs_a_token_a_kib_of_json() -> None:
+    assert text_cost(0) == text_cost(300) == text_cost(TEXT_CHARS_PER_TOKEN) == 1.0
+    assert text_cost(64 * 1024) == 64.0
 
 
 def test_a_frame_costs_less_the_more_audio_it_carries() -> None:
