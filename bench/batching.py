@@ -1,6 +1,6 @@
 """The worker's batch policy in time: how long a chunk waits when a step may be held open.
 
-``tests/workers/test_batching.py`` checks what the policy decides (a step held for more
+``tests/live/workers/test_batching.py`` checks what the policy decides (a step held for more
 streams, never past the chunk deadline, never for a final chunk) with bounds that only
 catch a hang; this measures how soon each answer comes. One checksum worker on the CPU (the
 engine computes nothing: what is measured is the wait and the round trip), ``--repeat``

@@ -228,14 +228,14 @@ def wheels_step(args: argparse.Namespace) -> StepRecord:
 
 
 def cuda_tests_step(args: argparse.Namespace) -> StepRecord:
-    """``tests/workers/test_cuda.py``, each test's outcome from pytest's JUnit XML."""
+    """``tests/live/workers/test_cuda.py``, each test's outcome from pytest's JUnit XML."""
     started = time.monotonic()
     report = args.work / "cuda-tests.xml"
     command = [
         *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
-        *("tests/workers/test_cuda.py", f"--junitxml={report}"),
+        *("tests/live/workers/test_cuda.py", f"--junitxml={report}"),
     ]
-    shown = f"{PYTHON} -m pytest -q tests/workers/test_cuda.py"
+    shown = f"{PYTHON} -m pytest -q tests/live/workers/test_cuda.py"
     completed = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout
     )

@@ -9,7 +9,7 @@
 #   wheels      1  install the carried wheels (there); pip's 3.12 dry run (--dry-run)
 #   env            versions, the GPU, onnxruntime's providers; picks the engine: ONNX where
 #                  onnxruntime has CUDAExecutionProvider, else PyTorch's (the fallback)
-#   cuda-tests  2  pytest tests/workers/test_cuda.py
+#   cuda-tests  2  pytest tests/live/workers/test_cuda.py
 #   model       3  the synthetic streaming Paraformer, built there (large: 0.9 GB), ONNX fp32
 #   fidelity    3  the engine's text on the GPU against the CPU's, chunk for chunk
 #   gateway     4  python -m gateway, 2 workers on cuda:0: /readyz, GPU memory, RSS; then

@@ -1,6 +1,6 @@
 """How soon a fault is seen, and what the server holds meanwhile (RELIABILITY.md's rows).
 
-``tests/gateway/test_faults.py`` and ``tests/workers/test_pool_lifecycle.py`` check what
+``tests/live/gateway/test_faults.py`` and ``tests/live/workers/test_pool_lifecycle.py`` check what
 each fault does, with bounds that only catch a hang; this measures how soon. The gateway
 is ``uvicorn gateway.app:app`` with the checksum engine (``bench.run.Gateway``).
 

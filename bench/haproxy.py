@@ -31,8 +31,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from bench import ws_load
 from bench.transport import process_cpu_seconds
-from tests.gateway.checksums import config
-from tests.gateway.haproxy_cluster import Cluster, haproxy_cluster
+from tests.helpers.checksums import config
+from tests.helpers.haproxy_cluster import Cluster, haproxy_cluster
 
 PLACES = 16
 INTER_S = 0.5  # the shipped config's default

@@ -61,7 +61,7 @@ from bench.stats import Distribution, distribution
 from bench.transport import process_cpu_seconds
 from bench.ws_load import expected_checksum, load_audio
 from shared.gc_tuning import latency_tuned_gc
-from tests.gateway.uvicorn_server import serve
+from tests.helpers.uvicorn_server import serve
 
 Endpoint = Literal["funasr", "openai"]
 ENDPOINTS: tuple[Endpoint, Endpoint] = ("funasr", "openai")

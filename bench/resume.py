@@ -3,7 +3,7 @@
 
 - ``cuts``: ``--sessions`` resumable sessions at once (``gateway.client``, real time), each
   cut ``--cuts`` times at random byte offsets by the TCP proxy of the tests
-  (``tests/gateway/cutting_proxy.py``), RST or FIN. Each transcript is checked against the
+  (``tests/helpers/cutting_proxy.py``), RST or FIN. Each transcript is checked against the
   checksum of exactly the audio sent and against an uncut run's results; the time from
   each cut to the resumed session frame (the client's backoff, its handshake and the
   session's answer) is measured.
@@ -30,8 +30,8 @@ from bench.capacity import rss_mib
 from bench.run import Config, Gateway
 from bench.stats import distribution
 from gateway.client import Transcript, transcribe
-from tests.gateway.checksums import checksum, config
-from tests.gateway.cutting_proxy import CuttingProxy, cutting_proxy, random_cuts
+from tests.helpers.checksums import checksum, config
+from tests.helpers.cutting_proxy import CuttingProxy, cutting_proxy, random_cuts
 
 RATE = 16_000
 ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MAX_SESSIONS": "256"}

@@ -1,4 +1,10 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite, and its two lanes.
+
+Everything under ``tests/live/`` starts something: a gateway (uvicorn, or the app with its
+real worker processes under Starlette's TestClient), worker pools, a browser, HAProxy, a
+client in a subprocess. Those tests are marked ``slow`` here, by where they are, so that
+``pytest -m "not slow"`` is the fast lane: the sans-I/O parts and the in-process units.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,14 @@ from starlette.types import Message
 
 from workers.models.resolve import ensure_synthetic
 
+LIVE = Path(__file__).parent / "live"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if LIVE in item.path.parents:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
@@ -20,8 +34,8 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def every_frame_is_read_by_funasr_clients(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every text frame any endpoint test receives from the app is checked to be one that
-    FunASR's clients read without a fault (``tests.gateway.checksums.funasr_reads``)."""
-    from tests.gateway.checksums import funasr_reads
+    FunASR's clients read without a fault (``tests.helpers.checksums.funasr_reads``)."""
+    from tests.helpers.checksums import funasr_reads
 
     receive = WebSocketTestSession.receive
 

@@ -1,6 +1,6 @@
 """G.711 (u-law and A-law) and PCM16 as the OpenAI dialect receives them, decoded to s16le
 PCM at the session's rate (sans I/O). The tables are ITU-T G.711's, checked against
-libsndfile's decoders (``tests/openai/test_realtime_units.py``)."""
+libsndfile's decoders (``tests/gateway/openai_api/test_realtime_units.py``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""``offline`` as a sans-I/O utterance: held whole, decoded at the end, in segments when
+long."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.audio.segment import Segment
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import WholeText
+from gateway.session.utterance import utterance_for
+from gateway.session.utterance.actions import (
+    FindSegments,
+    FinishStream,
+    HoldAudio,
+    OpenStream,
+    Pool,
+    RelayResults,
+    ReleaseAudio,
+)
+from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
+
+CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
+
+
+def test_audio_is_held_and_nothing_is_opened_before_the_end() -> None:
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False)
+    assert utterance.start() == []
+    assert utterance.audio(bytes(640)) == [HoldAudio(640)]
+    assert utterance.audio(bytes(320)) == [HoldAudio(320)]
+
+
+def test_the_end_decodes_the_whole_utterance_in_one_stream() -> None:
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False)
+    pcm = loud(300)
+    utterance.audio(pcm[:5000])
+    utterance.audio(pcm[5000:])
+    actions = utterance.end()
+    assert names(actions) == ["OpenStream", "RelayResults", "FinishStream", "ReleaseAudio"]
+    (stream,) = opened(actions, Pool.WHOLE)
+    open_stream, relay = actions[0], actions[1]
+    assert isinstance(open_stream, OpenStream)
+    assert open_stream.options.hotwords == ("阿里巴巴",)
+    assert isinstance(relay, RelayResults)
+    assert relay.streams == (stream,)
+    assert relay.last
+    assert isinstance(relay.frames, WholeText)
+    assert relay.frames.mode == "offline"
+    assert relay.frames.final
+    assert audio_of(actions, stream) == pcm
+    assert actions[-1] == ReleaseAudio(len(pcm))
+
+
+def test_hotwords_changed_mid_utterance_decode_at_its_end() -> None:
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False)
+    utterance.audio(bytes(640))
+    utterance.update(replace(CONFIG, hotwords=("达摩院",)))
+    open_stream = utterance.end()[0]
+    assert isinstance(open_stream, OpenStream)
+    assert open_stream.options.hotwords == ("达摩院",)
+
+
+def test_long_audio_asks_where_to_cut_then_decodes_every_segment_at_once() -> None:
+    settings = replace(SETTINGS, max_segment_bytes=1000 * 32)
+    utterance = utterance_for(CONFIG, settings, vad=False)
+    pcm = loud(2500)
+    utterance.audio(pcm)
+    (question,) = utterance.end()
+    assert isinstance(question, FindSegments)
+    assert bytes(question.pcm) == pcm
+    segments = [Segment(0, 900 * 32), Segment(900 * 32, 1800 * 32), Segment(1800 * 32, len(pcm))]
+    actions = utterance.segments_found(segments)
+    assert names(actions) == [
+        *["OpenStream"] * 3,
+        "RelayResults",
+        *["FinishStream"] * 3,
+        "ReleaseAudio",
+    ]
+    streams = opened(actions, Pool.WHOLE)
+    relay = actions[3]
+    assert isinstance(relay, RelayResults)
+    assert relay.streams == tuple(streams)  # one pass: one result for them all
+    for stream, segment in zip(streams, segments, strict=True):
+        assert audio_of(actions, stream) == pcm[segment.start : segment.end]
+    assert actions[-1] == ReleaseAudio(len(pcm))
+
+
+def test_the_resampler_tail_is_held_before_the_decode() -> None:
+    utterance = utterance_for(replace(CONFIG, audio_fs=8000), SETTINGS, vad=False)
+    held = sum(a.size for a in utterance.audio(bytes(8000)) if isinstance(a, HoldAudio))
+    actions = utterance.end()
+    held += sum(a.size for a in actions if isinstance(a, HoldAudio))
+    (finish,) = [a for a in actions if isinstance(a, FinishStream)]
+    assert held == len(finish.pcm) == 16000
+    assert actions[-1] == ReleaseAudio(16000)

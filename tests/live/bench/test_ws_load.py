@@ -1,0 +1,119 @@
+"""The load generator against a real gateway: it measures and verifies what it claims."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bench.run import markdown, parse_config
+from bench.stats import distribution
+from tests.helpers.uvicorn_server import Server, serve
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def run_ws_load(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """``python -m bench.ws_load`` against ``server`` with ``args``, verifying checksums;
+    its JSON summary. The generator must exit 0 (no stream failed)."""
+    report = tmp_path / "load.json"
+    command = [sys.executable, "-m", "bench.ws_load", "--url", server.url, *args]
+    command += ["--verify", "--quiet", "--json", str(report)]
+    with anyio.fail_after(60):
+        completed = await anyio.run_process(
+            command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
+        )
+    assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
+    summary: dict[str, Any] = json.loads(report.read_text())["summary"]
+    return summary
+
+
+async def test_ws_load_verifies_every_stream(tmp_path: Path) -> None:
+    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
+    async with serve(env, tmp_path / "server.log") as server:
+        summary = await run_ws_load(
+            server, tmp_path, "--streams", "4", "--seconds", "1.5", "--ramp", "0.2"
+        )
+    assert (summary["completed"], summary["verified"], summary["errors"]) == (4, 4, 0)
+    # 1.5 s of audio is two whole 600 ms chunks per stream, each timed by its seq.
+    assert summary["chunk_latency_ms"]["count"] == 8
+    assert summary["first_partial_ms"]["count"] == 4
+    assert summary["server_queue_ms"]["count"] == 12  # two chunks and the final, each
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sentence_ends", ["energy", "vad"])
+async def test_ws_load_2pass_verifies_the_sentence_partition(
+    tmp_path: Path, sentence_ends: str, model_cache: Path, tiny_vad_model: Path
+) -> None:
+    """9 s of speech with two 1.2 s pauses: three sentences per stream, by the energy
+    endpointer or the FSMN-VAD pool, and every byte in exactly one sentence."""
+    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MODEL_CACHE": str(model_cache)}
+    if sentence_ends == "vad":
+        env["ASR_VAD_MODEL"] = str(tiny_vad_model)
+    async with serve(env, tmp_path / "server.log") as server:
+        summary = await run_ws_load(
+            server,
+            tmp_path,
+            "--mode",
+            "2pass",
+            "--streams",
+            "3",
+            "--seconds",
+            "9",
+            "--fast",
+            "--ramp",
+            "0.2",
+        )
+    assert (summary["completed"], summary["verified"], summary["errors"]) == (3, 3, 0)
+    assert summary["sentences"] == 3 * 3
+    # Each sentence's streaming pass says where its chunks' audio ends: 15 chunks of
+    # audio per stream, less at most one per sentence (its rest is a final piece).
+    assert 3 * (15 - 3) <= summary["chunk_latency_ms"]["count"] <= 3 * 15
+    assert summary["chunk_latency_ms"]["p50"] >= 0
+    assert summary["first_partial_ms"]["count"] == 3
+
+
+def test_distribution_percentiles() -> None:
+    d = distribution([float(v) for v in range(1, 101)])
+    assert (d.count, d.max) == (100, 100.0)
+    assert d.p50 == pytest.approx(50.5)
+    assert d.p99 == pytest.approx(99.01)
+    assert distribution([]).count == 0
+
+
+def test_run_config_parsing() -> None:
+    config = parse_config("shm:ASR_MODEL=checksum;ASR_DEVICES=cpu,cpu")
+    assert config.name == "shm"
+    assert config.env == {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
+
+
+def test_markdown_reports_median_and_spread() -> None:
+    from bench.run import Point
+
+    points = [
+        Point("shm", 10, r, 10, 0, 0, 10, 1.0, p95, 3.0, 2.0, 1.0, 100.0, 36.0, 0.5, 9.0)
+        for r, p95 in enumerate([2.0, 4.0, 3.0])
+    ]
+    table = markdown(points)
+    assert "| shm | 10 | 3 | 0 |" in table
+    assert "3.0 (2.0-4.0)" in table
+
+
+def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> None:
+    from bench.ws_load import SendLog
+
+    log = SendLog()
+    for frame, at in enumerate([1.0, 2.0, 3.0]):
+        log.record((frame + 1) * 1920, at)
+    assert log.time_of(1920) == 1.0  # the first frame's last byte
+    assert log.time_of(1921) == 2.0  # the second frame's first byte
+    assert log.time_of(3 * 1920) == 3.0
+    assert log.time_of(3 * 1920 + 1) is None  # not sent yet

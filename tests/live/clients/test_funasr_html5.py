@@ -1,0 +1,362 @@
+"""FunASR's own HTML5 page (``vendor/funasr_html5``, unchanged) in real headless Chromium,
+against a real uvicorn with the checksum engine.
+
+The page's files are served as they are from the vendor folder, under ``/static/``, by a
+static file server of the test's own on another loopback port, as FunASR's ``h5Server.py``
+serves them (a page that Playwright fulfils itself counts as public to Chromium, which then
+blocks its WebSocket to loopback). Its WebSocket address is typed into its ``#wssip`` box;
+every click is a person's; requests off this machine (the recorder's tracking pixel) are
+aborted. Each result's text is ``"<samples>:<crc32>"`` of the audio the server received, so
+what the page shows is compared with the checksum of the binary frames Chromium actually
+sent. A script added before the page's own only records each WebSocket's close code; the
+page cannot tell it is there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import wave
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from tests.helpers.checksums import checksum
+from tests.helpers.uvicorn_server import ROOT, Server, serve
+
+pytest.importorskip(
+    "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"
+)
+from playwright.async_api import Dialog, FileChooser, Page, Route, WebSocket
+
+from tests.live.gateway.browser import CHROMIUM, Traffic, browser_page, write_tone
+
+VENDOR = Path(__file__).resolve().parent / "vendor" / "funasr_html5"
+ARTIFACTS = ROOT / "test-artifacts"
+# 2pass: the sentence's offline pass gets all of its audio, however long the page's
+# recorder takes to deliver sound, so that its text is the checksum of everything sent.
+SERVER_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_SENTENCE_PREROLL_MS": "60000"}
+RATE = 16_000
+RECORD_S = 2.5
+# The page closes its socket 3 s after Stop in mic mode; all else is quicker.
+TIMEOUT_S = 15.0
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Chromium not installed: apt-get install chromium"
+    ),
+]
+
+OFF_THIS_MACHINE = re.compile(r"^(?!(http|ws)://127\.0\.0\.1[:/])")
+
+# Records every WebSocket's close event (code, reason) in window.__closes.
+WATCH_CLOSES = """
+window.__closes = [];
+window.WebSocket = class extends window.WebSocket {
+    constructor(...args) {
+        super(...args);
+        this.addEventListener("close", (event) =>
+            window.__closes.push({ code: event.code, reason: event.reason }));
+    }
+};
+"""
+
+
+@pytest.fixture(scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+    log = tmp_path_factory.mktemp("funasr-html5") / "server.log"
+    async with serve(SERVER_ENV, log) as running:
+        yield running
+
+
+class VendoredFiles(SimpleHTTPRequestHandler):
+    """The vendored page's files at ``/static/``, as they are."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, directory=str(VENDOR), **kwargs)
+
+    def translate_path(self, path: str) -> str:
+        return super().translate_path(path.removeprefix("/static"))
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # pytest shows the browser's side
+
+
+@pytest.fixture(scope="module")
+def static() -> Iterator[str]:
+    """The base URL of a static file server for the vendored page."""
+    with ThreadingHTTPServer(("127.0.0.1", 0), VendoredFiles) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, name="funasr-html5-static")
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        finally:
+            httpd.shutdown()
+            thread.join()
+
+
+async def abort(route: Route) -> None:
+    await route.abort()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the page showed and what went over its WebSocket."""
+
+    transcript: str
+    closes: list[dict[str, Any]]
+    alerts: list[str]
+    sent_text: list[dict[str, Any]]
+    sent_audio: bytes
+    received: list[dict[str, Any]]
+
+    @property
+    def error_frames(self) -> list[dict[str, Any]]:
+        return [message for message in self.received if message.get("type") == "error"]
+
+
+class FunasrPage:
+    """The vendored page, driven as a person would."""
+
+    def __init__(self, page: Page, static: str, server: Server) -> None:
+        self.page = page
+        self.static = static
+        self.server = server
+        self.traffic = Traffic()
+        self.alerts: list[str] = []
+        self.audio_sent = anyio.Event()
+
+    async def open(self) -> None:
+        await self.page.route(OFF_THIS_MACHINE, abort)
+        await self.page.add_init_script(WATCH_CLOSES)
+        self.page.on("websocket", self._watch)
+        self.page.on("dialog", self._dismiss)
+        await self.page.goto(f"{self.static}/static/index.html")
+        address = self.page.locator("#wssip")
+        await address.fill(self.server.url)
+        await address.press("Tab")  # its onchange fires as the box loses focus
+
+    def _watch(self, ws: WebSocket) -> None:
+        self.traffic.watch(ws)
+        ws.on("framesent", self._sent)
+
+    def _sent(self, payload: str | bytes) -> None:
+        if isinstance(payload, bytes):
+            self.audio_sent.set()
+
+    async def _dismiss(self, dialog: Dialog) -> None:
+        self.alerts.append(dialog.message)
+        await dialog.dismiss()
+
+    async def wait_enabled(self, button: str) -> None:
+        await self.page.wait_for_function(f"!document.getElementById('{button}').disabled")
+
+    async def record(self, mode: str) -> None:
+        """Mic mode in ``mode``: connect, start, record RECORD_S of audio, stop."""
+        await self.page.check(f"input[name=asr_mode][value='{mode}']")
+        await self.page.click("#btnConnect")
+        await self.wait_enabled("btnStart")
+        await self.page.click("#btnStart")
+        await self.wait_enabled("btnStop")
+        with anyio.fail_after(TIMEOUT_S):
+            await self.audio_sent.wait()
+        await anyio.sleep(RECORD_S)  # the recording's length
+        await self.page.click("#btnStop")
+
+    async def send_file(self, path: Path, sample_rate: int | None) -> None:
+        """File mode: pick the mode, choose ``path`` in the file dialog, connect.
+
+        ``sample_rate``: what the page reads from a WAV file's header (None: not a WAV).
+        """
+        await self.page.check("input[name=recoder_mode][value=file]")
+        # Clicking the file input is what re-enables Connect (upfile.onclick).
+        async with self.page.expect_file_chooser() as chosen:
+            await self.page.click("#upfile")
+        chooser: FileChooser = await chosen.value
+        await chooser.set_files(path)
+        await self.page.wait_for_function("window.file_data_array !== undefined")
+        if sample_rate is not None:
+            await self.page.wait_for_function(f"window.file_sample_rate === {sample_rate}")
+        await self.page.click("#btnConnect")
+
+    async def outcome(self, case: str) -> Outcome:
+        """Wait for the socket to close (by either side), screenshot, and collect."""
+        await self.page.wait_for_function("window.__closes.length > 0", timeout=TIMEOUT_S * 1000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        await self.page.screenshot(path=ARTIFACTS / f"funasr-html5-{case}.png", full_page=True)
+        return Outcome(
+            transcript=await self.page.locator("#varArea").input_value(),
+            closes=await self.page.evaluate("window.__closes"),
+            alerts=self.alerts,
+            sent_text=[json.loads(text) for text in self.traffic.sent_text],
+            sent_audio=b"".join(self.traffic.sent_pcm),
+            received=self.traffic.received,
+        )
+
+
+def write_wav(path: Path, rate: int, seconds: float) -> bytes:
+    """A 440 Hz tone, mono, 16-bit; the file's bytes."""
+    t = np.arange(int(rate * seconds)) / rate
+    samples = (0.3 * 32767 * np.sin(2 * math.pi * 440.0 * t)).astype("<i2")
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(samples.tobytes())
+    return path.read_bytes()
+
+
+@pytest.fixture
+def tone(tmp_path: Path) -> Path:
+    """The fake microphone's sound (a 1 kHz tone at 48 kHz, looped)."""
+    path = tmp_path / "tone.wav"
+    write_tone(path)
+    return path
+
+
+# -- mic mode -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["2pass", "online", "offline"])
+async def test_mic_mode_shows_the_final_result_of_everything_the_page_sent(
+    static: str, server: Server, tmp_path: Path, tone: Path, mode: str
+) -> None:
+    async with browser_page(CHROMIUM, tmp_path, tone) as page:
+        funasr = FunasrPage(page, static, server)
+        await funasr.open()
+        await funasr.record(mode)
+        outcome = await funasr.outcome(f"mic-{mode}")
+
+    assert outcome.error_frames == []
+    assert outcome.alerts == []
+    config, end = outcome.sent_text
+    assert config["mode"] == mode
+    assert config["is_speaking"] is True
+    assert end["is_speaking"] is False
+    assert end["mode"] == mode  # an end that carries config fields
+    pcm = outcome.sent_audio
+    assert len(pcm) / 2 / RATE >= RECORD_S / 2
+    finals = [message for message in outcome.received if message["is_final"]]
+    assert finals == [outcome.received[-1]]
+    assert finals[0]["text"] == checksum(pcm)
+    assert "undefined" not in outcome.transcript
+    modes = [message["mode"] for message in outcome.received]
+    if mode == "online":
+        # Partials are deltas, appended one after another; the final comes last.
+        assert set(modes) == {"online"}
+        assert len(modes) >= 3
+        assert outcome.transcript == "".join(m["text"] for m in outcome.received)
+        assert outcome.transcript.endswith(checksum(pcm))
+    else:
+        # offline_text: the offline result replaces the partials shown before it.
+        if mode == "2pass":
+            assert modes[-1] == "2pass-offline"
+            assert modes.count("2pass-online") >= 3
+        else:
+            assert modes == ["offline"]
+        assert outcome.transcript == checksum(pcm)
+    # The page closed its socket itself, 3 s after Stop, and without a code.
+    assert [close["code"] for close in outcome.closes] == [1005]
+
+
+# -- file mode ----------------------------------------------------------------------------
+
+
+async def test_file_mode_shows_the_offline_result_of_the_whole_file(
+    static: str, server: Server, tmp_path: Path, tone: Path
+) -> None:
+    wav = tmp_path / "speech.wav"
+    data = write_wav(wav, RATE, 1.5)
+    async with browser_page(CHROMIUM, tmp_path, tone) as page:
+        funasr = FunasrPage(page, static, server)
+        await funasr.open()
+        await funasr.send_file(wav, RATE)
+        outcome = await funasr.outcome("file-16k")
+
+    assert outcome.error_frames == []
+    assert outcome.alerts == []
+    config, end = outcome.sent_text
+    assert config["mode"] == "offline"
+    assert config["wav_format"] == "PCM"
+    assert config["audio_fs"] == RATE
+    assert end["is_speaking"] is False
+    # The whole file, its header too, in 960-byte pieces.
+    assert outcome.sent_audio == data
+    assert outcome.sent_audio[:4] == b"RIFF"
+    (final,) = outcome.received
+    assert final["mode"] == "offline"
+    assert final["is_final"] is True
+    assert outcome.transcript == checksum(data)
+    # The page closed the socket on is_final, without a code.
+    assert [close["code"] for close in outcome.closes] == [1005]
+
+
+async def test_file_mode_8_khz_is_resampled_and_shows_its_result(
+    static: str, server: Server, tmp_path: Path, tone: Path
+) -> None:
+    wav = tmp_path / "speech-8k.wav"
+    data = write_wav(wav, 8000, 1.0)
+    async with browser_page(CHROMIUM, tmp_path, tone) as page:
+        funasr = FunasrPage(page, static, server)
+        await funasr.open()
+        await funasr.send_file(wav, 8000)
+        outcome = await funasr.outcome("file-8k")
+
+    assert outcome.error_frames == []
+    assert outcome.alerts == []
+    assert outcome.sent_text[0]["audio_fs"] == 8000
+    assert outcome.sent_audio == data  # the header too, resampled with the samples
+    (final,) = outcome.received
+    assert final["is_final"] is True
+    assert outcome.transcript == final["text"]
+    samples, _ = outcome.transcript.split(":")
+    assert int(samples) == len(data) // 2 * RATE // 8000
+    assert [close["code"] for close in outcome.closes] == [1005]
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "sample_rate", "refused_field"),
+    [
+        ("file-96k", "speech.wav", 96_000, "audio_fs"),
+        ("file-mp3", "speech.mp3", None, "wav_format"),
+    ],
+)
+async def test_file_mode_refused_input_shows_no_undefined(
+    static: str,
+    server: Server,
+    tmp_path: Path,
+    tone: Path,
+    case: str,
+    name: str,
+    sample_rate: int | None,
+    refused_field: str,
+) -> None:
+    upload = tmp_path / name
+    if sample_rate is None:
+        upload.write_bytes(b"ID3\x04\x00\x00\x00\x00\x00\x00" + bytes(4000))  # not decoded
+    else:
+        write_wav(upload, sample_rate, 1.0)
+    async with browser_page(CHROMIUM, tmp_path, tone) as page:
+        funasr = FunasrPage(page, static, server)
+        await funasr.open()
+        await funasr.send_file(upload, sample_rate)
+        outcome = await funasr.outcome(case)
+
+    config = outcome.sent_text[0]
+    assert refused_field in config
+    (error,) = outcome.error_frames
+    assert error["code"] == 1008
+    assert refused_field in error["message"]
+    assert [close["code"] for close in outcome.closes] == [1008]
+    assert outcome.alerts == []
+    assert "undefined" not in outcome.transcript

@@ -1,0 +1,264 @@
+"""FunASR's own Python client (``vendor/funasr_wss_client.py``, unchanged) run as a user
+runs it, against a real uvicorn with the checksum engine.
+
+For each line of its ``wav.scp`` the client opens a connection, sends the config, the PCM
+in 60 ms frames and ``{"is_speaking": false, "is_end": true}``, waits for the server's
+end-of-input acknowledgement, closes with 1000 and goes on with the next file. Its main
+process exits 0 even when a child process failed, so each run is judged by what it wrote:
+every file's ``events.jsonl`` (every message the client received), its stdout and stderr.
+The client's ``events.jsonl`` keeps only some fields of each message (not ``is_end``), so
+one test puts a relay between client and gateway that records the frames as sent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as serve_websocket
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
+
+from tests.helpers.checksums import funasr_reads
+from tests.helpers.live_gateway import (
+    CHECKSUM_ENV,
+    Wav,
+    assert_ended_quietly,
+    log_mark,
+    write_wavs,
+)
+from tests.helpers.uvicorn_server import Server, serve
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CLIENT = Path(__file__).resolve().parent / "vendor" / "funasr_wss_client.py"
+RUN_TIMEOUT_S = 60.0
+# What the client prints when a file's session went wrong (its exit code stays 0).
+FAILURES = ("Traceback", "did not acknowledge", "failed to finalize", "Exception")
+STREAMING_MODE = {"online": "online", "2pass": "2pass-online"}
+FINAL_MODE = {"online": "online", "offline": "offline", "2pass": "2pass-offline"}
+
+
+@pytest.fixture(scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+    log = tmp_path_factory.mktemp("funasr-wss-client") / "server.log"
+    async with serve(CHECKSUM_ENV, log) as running:
+        yield running
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRun:
+    folder: Path
+    stdout: str
+    stderr: str
+
+    def events(self, meeting: str) -> list[dict[str, Any]]:
+        path = self.folder / "logs" / f"meeting_{meeting}" / "events.jsonl"
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def texts(self, meeting: str) -> list[str]:
+        path = self.folder / "out" / f"text.{meeting}"
+        return path.read_text(encoding="utf-8").splitlines()
+
+
+async def run_client(port: int, folder: Path, wavs: list[Wav], *options: str) -> ClientRun:
+    """``funasr_wss_client.py`` on a ``wav.scp`` of ``wavs``, in ``folder``; exit 0 and
+    nothing on stdout or stderr that says a file failed."""
+    scp = "".join(f"{wav.name} {wav.path.relative_to(folder)}\n" for wav in wavs)
+    (folder / "wav.scp").write_text(scp, encoding="utf-8")
+    command = [
+        sys.executable,
+        str(CLIENT),
+        *("--host", "127.0.0.1", "--port", str(port), "--ssl", "0"),
+        *("--audio_in", "wav.scp", "--output_dir", "out", "--log_dir", "logs"),
+        *("--result_timeout", "20"),
+        *options,
+    ]
+    with anyio.fail_after(RUN_TIMEOUT_S):
+        done = await anyio.run_process(command, cwd=folder, check=False, stdin=subprocess.DEVNULL)
+    run = ClientRun(
+        folder, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    )
+    output = f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert done.returncode == 0, output
+    for failure in FAILURES:
+        assert failure not in run.stdout + run.stderr, output
+    return run
+
+
+def check_file(run: ClientRun, meeting: str, wav: Wav, mode: str) -> None:
+    """One file's session as the client logged it: the streaming partials (each the
+    checksum of a longer prefix of the file), the final result over the whole file, then
+    the acknowledgement (empty text, final, the session's mode); then a normal close."""
+    *partials, final, acknowledgement = events = run.events(meeting)
+    assert {event["wav_name"] for event in events} == {wav.name}, events
+    prefixes = wav.prefix_ends()
+    ends = [prefixes[event["text"]] for event in partials]
+    assert ends == sorted(set(ends)), events
+    for event in partials:
+        assert event["mode"] == STREAMING_MODE[mode], event
+        assert event["is_final"] is False, event
+    assert (final["mode"], final["text"], final["is_final"]) == (
+        FINAL_MODE[mode],
+        wav.checksum,
+        True,
+    ), events
+    assert (acknowledgement["mode"], acknowledgement["text"], acknowledgement["is_final"]) == (
+        mode,
+        "",
+        True,
+    ), events
+    if mode == "offline":
+        assert not partials, events
+    else:
+        assert partials, events  # 1 to 2 s of audio: at least one whole 600 ms chunk
+    # Its text file: every non-empty text, the last the final result's.
+    assert run.texts(meeting)[-1] == f"{wav.name}\t{wav.checksum}"
+    assert f"[MEETING {meeting}] connection closed normally" in run.stdout
+
+
+@pytest.mark.parametrize("mode", ["online", "offline", "2pass"])
+async def test_every_file_of_the_list_is_finished(
+    server: Server, tmp_path: Path, mode: str
+) -> None:
+    wavs = write_wavs(tmp_path, 3, seed=1, seconds=(1.0, 2.0))
+    mark = log_mark(server)
+    run = await run_client(server.port, tmp_path, wavs, "--mode", mode, "--send_without_sleep")
+    for index, wav in enumerate(wavs):
+        check_file(run, f"0_{index}", wav, mode)
+    await assert_ended_quietly(server, mark)
+
+
+async def test_2pass_in_real_time(server: Server, tmp_path: Path) -> None:
+    """The client's defaults: 2pass, each 60 ms frame sent 60 ms after the last."""
+    wavs = write_wavs(tmp_path, 3, seed=2, seconds=(1.0, 1.5))
+    mark = log_mark(server)
+    started = anyio.current_time()
+    run = await run_client(server.port, tmp_path, wavs)
+    assert anyio.current_time() - started >= sum(len(wav.pcm) for wav in wavs) / 32_000 * 0.9
+    for index, wav in enumerate(wavs):
+        check_file(run, f"0_{index}", wav, "2pass")
+    await assert_ended_quietly(server, mark)
+
+
+async def test_two_processes_split_the_list(server: Server, tmp_path: Path) -> None:
+    """``--thread_num 2``: process 0 streams files 0 and 1, process 1 file 2, at once."""
+    wavs = write_wavs(tmp_path, 3, seed=3, seconds=(1.0, 2.0))
+    mark = log_mark(server)
+    run = await run_client(
+        server.port, tmp_path, wavs, "--mode", "online", "--thread_num", "2", "--send_without_sleep"
+    )
+    for meeting, wav in zip(["0_0", "0_1", "1_2"], wavs, strict=True):
+        check_file(run, meeting, wav, "online")
+    assert sorted(path.name for path in (tmp_path / "logs").iterdir()) == [
+        "meeting_0_0",
+        "meeting_0_1",
+        "meeting_1_2",
+    ]
+    await assert_ended_quietly(server, mark)
+
+
+async def test_a_hotword_file(server: Server, tmp_path: Path) -> None:
+    """``--hotword FILE`` (``word weight`` a line): the client sends the words joined with
+    commas; the checksum engine ignores them, the session must simply work."""
+    (tmp_path / "hotwords.txt").write_text("阿里巴巴 20\n达摩院 10\n\n", encoding="utf-8")
+    wavs = write_wavs(tmp_path, 3, seed=4, seconds=(1.0, 2.0))
+    mark = log_mark(server)
+    run = await run_client(
+        server.port, tmp_path, wavs, "--hotword", "hotwords.txt", "--send_without_sleep"
+    )
+    assert "hotword 阿里巴巴,达摩院" in run.stdout  # what went in the config's hotwords
+    for index, wav in enumerate(wavs):
+        check_file(run, f"0_{index}", wav, "2pass")
+    await assert_ended_quietly(server, mark)
+
+
+# -- the frames as the gateway sent them -----------------------------------------------
+
+
+@dataclass(slots=True)
+class Relay:
+    """Connections relayed to the gateway: each one's text frames from the gateway, and
+    the close code the gateway sent it."""
+
+    port: int = 0
+    frames: list[list[dict[str, Any]]] = field(default_factory=list)
+    close_codes: list[int | None] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def relay_to(server: Server) -> AsyncIterator[Relay]:
+    """A WebSocket relay on a free port: frames pass both ways unchanged, and a close on
+    either side closes the other with the same code."""
+    relay = Relay()
+
+    async def handle(client: ServerConnection) -> None:
+        frames: list[dict[str, Any]] = []
+        relay.frames.append(frames)
+        async with connect(
+            server.url, subprotocols=[Subprotocol("binary")], compression=None, proxy=None
+        ) as gateway:
+
+            async def upstream() -> None:
+                try:
+                    async for frame in client:
+                        await gateway.send(frame)
+                except ConnectionClosed:
+                    pass
+                await gateway.close(client.close_code or 1000, client.close_reason or "")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstream)
+                try:
+                    async for frame in gateway:
+                        assert isinstance(frame, str), "the gateway sends text frames only"
+                        frames.append(json.loads(frame))
+                        await client.send(frame)
+                except ConnectionClosed:
+                    pass
+                relay.close_codes.append(gateway.close_code)
+                await client.close(gateway.close_code or 1000, gateway.close_reason or "")
+
+    async with serve_websocket(
+        handle, "127.0.0.1", 0, subprotocols=[Subprotocol("binary")], compression=None
+    ) as listening:
+        relay.port = next(iter(listening.sockets)).getsockname()[1]
+        yield relay
+
+
+@pytest.mark.parametrize("mode", ["online", "offline", "2pass"])
+async def test_every_frame_the_client_gets_is_read_by_funasr(
+    server: Server, tmp_path: Path, mode: str
+) -> None:
+    """As sent: every frame has FunASR's result fields, none is our error frame; each
+    file's last is the acknowledgement with ``is_end``; every connection closed 1000."""
+    wavs = write_wavs(tmp_path, 3, seed=5, seconds=(1.0, 2.0))
+    mark = log_mark(server)
+    async with relay_to(server) as relay:
+        run = await run_client(relay.port, tmp_path, wavs, "--mode", mode, "--send_without_sleep")
+    assert relay.close_codes == [1000, 1000, 1000]
+    for index, (frames, wav) in enumerate(zip(relay.frames, wavs, strict=True)):
+        check_file(run, f"0_{index}", wav, mode)
+        for frame in frames:
+            funasr_reads(frame)
+            assert "type" not in frame, frame
+        *results, acknowledgement = frames
+        assert acknowledgement == {
+            "mode": mode,
+            "text": "",
+            "wav_name": wav.name,
+            "is_final": True,
+            "is_end": True,
+        }
+        assert not any("is_end" in result for result in results), frames
+    await assert_ended_quietly(server, mark)
