@@ -209,7 +209,9 @@ class Gateway:
                         answer = partial(serve_agent, agent, self._capacity)
                         group.start_soon(keep_running, "the agent check", answer)
                     clients = ClientSessions(settings.access.max_sessions_per_client)
-                    limiter = TranscriptionLimiter(settings.transcribe.concurrency)
+                    limiter = TranscriptionLimiter(
+                        settings.transcribe.concurrency, settings.transcribe.concurrency_per_client
+                    )
                     budget = AudioBudget(settings.max_buffered_bytes)
                     self.metrics.watch_budget(
                         lambda: budget.held / BYTES_PER_SECOND,

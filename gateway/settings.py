@@ -65,6 +65,9 @@ class TranscribeSettings:
     # A body must arrive within this: else a few clients sending a byte a second would
     # hold every ASR_TRANSCRIBE_CONCURRENCY place (50 MiB at 1 MB/s takes 50 s).
     upload_timeout_s: float = table.UPLOAD_TIMEOUT.default
+    # ... and keep up this average, so that holding a place costs bandwidth.
+    upload_min_bytes_per_s: int = table.UPLOAD_MIN_BYTES_PER_SECOND.default
+    concurrency_per_client: int = table.TRANSCRIBE_CONCURRENCY_PER_CLIENT.default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TranscribeSettings:
@@ -75,6 +78,8 @@ class TranscribeSettings:
             fetch_timeout_s=table.FETCH_TIMEOUT.read(env),
             fetch_allow_private=table.FETCH_ALLOW_PRIVATE.read(env),
             upload_timeout_s=table.UPLOAD_TIMEOUT.read(env),
+            upload_min_bytes_per_s=table.UPLOAD_MIN_BYTES_PER_SECOND.read(env),
+            concurrency_per_client=table.TRANSCRIBE_CONCURRENCY_PER_CLIENT.read(env),
         )
 
 

@@ -371,16 +371,32 @@ TRANSCRIBE_CONCURRENCY = Setting(
     "ASR_TRANSCRIBE_CONCURRENCY",
     AT_LEAST_1,
     4,
-    "`/v1/transcribe` requests at once; the next gets 429",
+    "file transcriptions at once (`/v1/transcribe`, `/v1/audio/transcriptions`), each from its"
+    " body's first byte; the next gets 429",
 )
 FETCH_TIMEOUT = Setting(
     "ASR_FETCH_TIMEOUT", SECONDS, 30.0, "seconds to fetch a URL, redirects included"
+)
+TRANSCRIBE_CONCURRENCY_PER_CLIENT = Setting(
+    "ASR_TRANSCRIBE_CONCURRENCY_PER_CLIENT",
+    AT_LEAST_0,
+    2,
+    "of those, at most this many from one client address; the next gets 429 (`0`: no share"
+    " of its own)",
 )
 UPLOAD_TIMEOUT = Setting(
     "ASR_UPLOAD_TIMEOUT",
     SECONDS,
     120.0,
     "seconds an upload's body may take to arrive; then 408",
+)
+UPLOAD_MIN_BYTES_PER_SECOND = Setting(
+    "ASR_UPLOAD_MIN_BYTES_PER_SECOND",
+    Integer(0),
+    16384,
+    "the least an upload's body may average once it has had `UPLOAD_GRACE_S` (5 s) to"
+    " start; slower gets 408, so that holding a place costs a client bandwidth (`0`: no"
+    " minimum)",
 )
 FETCH_ALLOW_PRIVATE = Setting(
     "ASR_FETCH_ALLOW_PRIVATE",
@@ -532,8 +548,10 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CHUNK_DEADLINE_MS,
     TRANSCRIBE_MAX_BYTES,
     TRANSCRIBE_CONCURRENCY,
+    TRANSCRIBE_CONCURRENCY_PER_CLIENT,
     FETCH_TIMEOUT,
     UPLOAD_TIMEOUT,
+    UPLOAD_MIN_BYTES_PER_SECOND,
     FETCH_ALLOW_PRIVATE,
     OFFLINE_MODEL,
     OFFLINE_DEVICES,

@@ -80,14 +80,23 @@ async def serve_transcription(
     try:
         serving = check_access(serving, request)
         limiter = serving.transcriptions
-        if not limiter.try_take():
+        client = request.client.host if request.client else "unknown"
+        refused = limiter.try_take(client)
+        if refused == "busy":
             raise TranscribeError(
                 429,
                 "busy",
                 f"{limiter.limit} transcriptions are running (ASR_TRANSCRIBE_CONCURRENCY);"
                 " try again later",
             )
-        place = Place(limiter.give)
+        if refused == "client_share":
+            raise TranscribeError(
+                429,
+                "busy",
+                f"{limiter.per_client} transcriptions of {client} are running"
+                " (ASR_TRANSCRIBE_CONCURRENCY_PER_CLIENT); try again later",
+            )
+        place = Place(lambda: limiter.give(client))
         try:
             response = await run(serving, request)
         except BaseException:

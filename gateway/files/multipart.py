@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 
+import anyio
 from python_multipart import MultipartParser
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
@@ -77,6 +78,39 @@ class Form:
     @property
     def hotwords(self) -> str | None:
         return self.text("hotwords")
+
+
+UPLOAD_GRACE_S = 5.0  # a body's first seconds, before its average rate is held to a minimum
+
+
+async def paced(
+    chunks: AsyncIterator[bytes], min_bytes_per_s: int, *, grace_s: float = UPLOAD_GRACE_S
+) -> AsyncIterator[bytes]:
+    """``chunks``, refused with 408 once they fall behind ``min_bytes_per_s`` on average
+    after ``grace_s``: each next chunk is due when the bytes so far would fall behind, so a
+    body that stalls is refused then too, not only at ASR_UPLOAD_TIMEOUT (0: no minimum)."""
+    if min_bytes_per_s <= 0:
+        async for chunk in chunks:
+            yield chunk
+        return
+    start, received = anyio.current_time(), 0
+    iterator = chunks.__aiter__()
+    while True:
+        due = start + grace_s + received / min_bytes_per_s
+        with anyio.move_on_after(max(0.0, due - anyio.current_time())) as scope:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+        if scope.cancelled_caught:
+            raise TranscribeError(
+                408,
+                "upload_timeout",
+                f"the body came slower than {min_bytes_per_s} bytes a second"
+                " (ASR_UPLOAD_MIN_BYTES_PER_SECOND)",
+            )
+        received += len(chunk)
+        yield chunk
 
 
 def form_limit(max_file_bytes: int) -> int:

@@ -74,6 +74,7 @@ from gateway.files.multipart import (
     check_declared_length,
     field_reason,
     form_limit,
+    paced,
     read_capped,
     read_form,
 )
@@ -248,9 +249,8 @@ async def _read_upload(
     limit = form_limit(settings.max_bytes)
     check_declared_length(request.headers, limit, "the form", FORM_WHY)
     with _upload_deadline(settings):
-        form = await read_form(
-            content_type, request.stream(), settings.max_bytes, fields, max_parts
-        )
+        body = paced(request.stream(), settings.upload_min_bytes_per_s)
+        form = await read_form(content_type, body, settings.max_bytes, fields, max_parts)
     if form.file is None:
         raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
     return form
@@ -265,7 +265,8 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
-            raw = await read_capped(request.stream(), JSON_MAX_BYTES, "the JSON body", JSON_WHY)
+            body = paced(request.stream(), settings.upload_min_bytes_per_s)
+            raw = await read_capped(body, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         try:
             payload = json.loads(raw)
         except (ValueError, RecursionError):

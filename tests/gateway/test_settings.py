@@ -166,6 +166,16 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_TRANSCRIBE_CONCURRENCY": ("2", lambda s: s.transcribe.concurrency, 2),
     "ASR_FETCH_TIMEOUT": ("3", lambda s: s.transcribe.fetch_timeout_s, 3.0),
     "ASR_UPLOAD_TIMEOUT": ("6", lambda s: s.transcribe.upload_timeout_s, 6.0),
+    "ASR_UPLOAD_MIN_BYTES_PER_SECOND": (
+        "0",
+        lambda s: s.transcribe.upload_min_bytes_per_s,
+        0,
+    ),
+    "ASR_TRANSCRIBE_CONCURRENCY_PER_CLIENT": (
+        "3",
+        lambda s: s.transcribe.concurrency_per_client,
+        3,
+    ),
     "ASR_FETCH_ALLOW_PRIVATE": ("on", lambda s: s.transcribe.fetch_allow_private, True),
     "ASR_OFFLINE_MODEL": ("paraformer", lambda s: _offline(s).model, "paraformer"),
     "ASR_OFFLINE_DEVICES": ("cuda:1", lambda s: _offline(s).devices, ("cuda:1",)),

@@ -8,6 +8,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from gateway.files import multipart
@@ -17,6 +18,7 @@ from gateway.files.multipart import (
     FormReader,
     boundary_of,
     check_declared_length,
+    paced,
     read_capped,
     read_form,
 )
@@ -217,3 +219,41 @@ async def test_a_forms_reader_and_its_file_are_freed_when_the_request_is_done(
             pass  # the second body is over the cap: refused mid-file
     assert len(readers) == 1
     assert readers[0]() is None
+
+
+async def _arriving(pieces: list[tuple[float, bytes]]) -> AsyncIterator[bytes]:
+    for wait, piece in pieces:
+        await anyio.sleep(wait)
+        yield piece
+
+
+async def _read(chunks: AsyncIterator[bytes]) -> bytes:
+    return b"".join([chunk async for chunk in chunks])
+
+
+@pytest.mark.anyio
+async def test_a_body_that_keeps_its_average_rate_is_read_whole() -> None:
+    # 10 kB a second, held to 8 kB a second after a 0.1 s grace.
+    body = _arriving([(0.05, bytes(1000))] * 6)
+    assert await _read(paced(body, 8000, grace_s=0.1)) == bytes(6000)
+
+
+@pytest.mark.anyio
+async def test_a_body_that_falls_behind_the_least_rate_is_408() -> None:
+    """A trickle that would hold a transcription place for ASR_UPLOAD_TIMEOUT at almost no
+    cost: refused as soon as its average falls behind."""
+    body = _arriving([(0.05, bytes(10))] * 100)  # 200 bytes a second
+    with anyio.fail_after(2):
+        with pytest.raises(TranscribeError) as refused:
+            await _read(paced(body, 8000, grace_s=0.1))
+    assert refused.value.status == 408
+    assert "ASR_UPLOAD_MIN_BYTES_PER_SECOND" in refused.value.message
+
+
+@pytest.mark.anyio
+async def test_a_body_that_stalls_is_408_when_it_falls_behind() -> None:
+    body = _arriving([(0.0, bytes(800)), (3600.0, b"")])  # 0.1 s of the rate, then nothing
+    started = anyio.current_time()
+    with anyio.fail_after(2), pytest.raises(TranscribeError):
+        await _read(paced(body, 8000, grace_s=0.1))
+    assert anyio.current_time() - started == pytest.approx(0.2, abs=0.1)

@@ -13,7 +13,6 @@ from starlette.testclient import TestClient
 
 from gateway.app import create_app
 from gateway.files import request as transcribe
-from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.settings import AccessSettings, TranscribeSettings
 from tests.helpers.checksums import checksum
 from tests.helpers.transcription import SETTINGS, message_of, refused, upload
@@ -112,14 +111,6 @@ def test_keys_apply_to_transcription_too() -> None:
             headers={"Authorization": "Bearer k"},
         )
         assert response.status_code == 200
-
-
-def test_requests_beyond_the_concurrency_are_refused_at_once() -> None:
-    limiter = TranscriptionLimiter(1)
-    assert limiter.try_take()
-    assert not limiter.try_take()
-    limiter.give()
-    assert limiter.try_take()
 
 
 # -- the header checked before the work ---------------------------------------------------
