@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import soxr
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
@@ -118,20 +117,15 @@ def test_keys_apply_to_transcription_too() -> None:
 
 @pytest.fixture
 def no_decoding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Records any sample read or resampling; a refusal from the header leaves it empty."""
+    """Records any sample read or resampled; a refusal from the header leaves it empty."""
     calls: list[str] = []
-    read_mono, resample = transcribe._read_mono, soxr.resample
+    decode = transcribe._decode_to_16k
 
-    def spy_read(data: bytes, frames: int) -> np.ndarray:
-        calls.append("read")
-        return read_mono(data, frames)
+    def spy(data: bytes, frames: int, rate: int) -> np.ndarray:
+        calls.append("decode")
+        return decode(data, frames, rate)
 
-    def spy_resample(*args: object, **kwargs: object) -> np.ndarray:
-        calls.append("resample")
-        return resample(*args, **kwargs)  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(transcribe, "_read_mono", spy_read)
-    monkeypatch.setattr(soxr, "resample", spy_resample)
+    monkeypatch.setattr(transcribe, "_decode_to_16k", spy)
     return calls
 
 
