@@ -15,13 +15,19 @@ from pathlib import Path
 
 import numpy as np
 
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts from its forking parent's peak.
 MEASURE = """
-import resource, sys
+import sys
 from gateway.files.request import decode_wav
+
+def peak_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
 data = open(sys.argv[1], "rb").read()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
 out = decode_wav(data, float(sys.argv[2]))
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = peak_kib()
 print(f"file {len(data) / 2**20:.1f} MiB, answer {out.nbytes / 2**20:.1f} MiB,"
       f" decode's peak +{(after - before) / 1024:.0f} MiB")
 """
