@@ -14,7 +14,9 @@ while a resumable session is parked they go on, and the outbox bounds what waits
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -62,19 +64,35 @@ class Pipeline:
         self.owed_acknowledgements: list[Label] = []
 
     def close(self) -> None:
-        for end in (self._passes_in, self._passes):
+        """Close both streams and drop what waits in them: a closed memory stream keeps its
+        buffer, and a session is freed only by the cyclic collector (its tasks' exceptions
+        hold their frames), which the tuned collector runs rarely; an abandoned session's
+        unread audio (up to ``EVENT_BUFFER`` frames of ASR_MAX_FRAME_BYTES) stayed that long."""
+        for stream in (self._events, self._passes):
+            _drop_buffered(stream)
+        for end in (self._passes_in, self._passes, self._events):
             end.close()
+        self._utterance_done = _nothing  # the session's method: a cycle through the session
 
     # -- forwarder --------------------------------------------------------------------
 
     async def forward(self) -> None:
         utterance: Utterance | None = None
-        with self._events:
+        event: Event | None = None
+        try:
             async with self._passes_in:
                 async for event in self._events:
                     self.event_taken.set()
                     self.event_taken = anyio.Event()
                     utterance = await self._carry_out(utterance, event)
+                    event = None  # a frame of audio, not kept while the next is awaited
+        except BaseException as exc:
+            event = None
+            # A session ends by cancellation, and the traceback keeps the frames under this
+            # one, with the audio being carried out, until the cyclic collector runs (the
+            # tuned one runs rarely): they are done with, so let go of their locals.
+            traceback.clear_frames(exc.__traceback__)
+            raise
 
     async def _carry_out(self, utterance: Utterance | None, event: Event) -> Utterance | None:
         """One event; the utterance open after it."""
@@ -143,3 +161,15 @@ class Pipeline:
         """FunASR's end-of-input acknowledgement, after the utterance's last result."""
         await self._outbox.put(end_acknowledgement(mode=label.mode, wav_name=label.wav_name))
         self.owed_acknowledgements.remove(label)
+
+
+def _drop_buffered(stream: MemoryObjectReceiveStream[Any]) -> None:
+    while True:
+        try:
+            stream.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            return
+
+
+def _nothing() -> None:
+    pass

@@ -186,7 +186,10 @@ class Session:
         if self._ended:
             return
         self._ended = True
-        self._error = error
+        # Kept without its traceback: the traceback holds the frames of this session's
+        # tasks, which hold the session, a cycle that only the (rarely run) cyclic
+        # collector would free, with whatever audio those frames held.
+        self._error = None if error is None else error.with_traceback(None)
         self._forget()
         assert self._group is not None
         self._group.cancel_scope.cancel()
@@ -294,42 +297,59 @@ class Session:
     # -- reader -----------------------------------------------------------------------
 
     async def _read(self) -> None:
-        parser, now = self._parser, anyio.current_time
         while True:
             # Room for a frame's events first: once a frame is taken, its events are queued
             # at once, so a connection lost while the forwarder is busy loses nothing, and
             # nothing waits on the forwarder once the connection is gone.
             await self._room_for_a_frame()
-            message = await self._receive()
-            if self._resumability is not None:
-                self._resumability.heard()
-            text, data = message.get("text"), message.get("bytes")
-            if text is not None:
-                self._limits.frame(None, parser.session_config.audio_fs, now(), len(text))
-                events = parser.receive_text(text)
-            elif data is not None:
-                self._limits.frame(len(data), parser.session_config.audio_fs, now())
-                events = parser.receive_bytes(data)
-            else:
-                continue
-            for event in events:
-                if isinstance(event, ResumeRequested):
-                    self._resume_instead = event
-                    self._end(None)
-                    return
-                if isinstance(event, ConfigReceived):
-                    if self._admission.draining.is_set():
-                        await self._refuse_utterance()
-                    self._open_utterances += 1
-                    self._utterances += 1
-                    self._metrics.utterances.labels(event.config.mode).inc()
-                self._limits.event(event, parser.session_config.audio_fs, now())
-            # What the parser took, the session has: the forwarder takes events whatever
-            # happens to the connection.
-            for event in events:
-                if isinstance(event, ConfigReceived) and event.config.resumable:
-                    self._become_resumable()
-                self._events_in.send_nowait(event)
+            events = self._parse(await self._receive())
+            if any(isinstance(event, ResumeRequested) for event in events):
+                self._resume_instead = next(
+                    event for event in events if isinstance(event, ResumeRequested)
+                )
+                self._end(None)
+                return
+            configs = any(isinstance(event, ConfigReceived) for event in events)
+            if configs and self._admission.draining.is_set():
+                await self._refuse_utterance()
+            self._note(events)
+            self._queue(events)
+            # Nothing of the frame stays in this (suspended) frame: a session ends by
+            # cancellation, and its tracebacks keep their frames' locals until the cyclic
+            # collector runs, which the tuned collector does rarely.
+            events = []
+
+    def _parse(self, message: Message) -> list[Event]:
+        """One frame into events, against the frame cap."""
+        parser, now = self._parser, anyio.current_time()
+        if self._resumability is not None:
+            self._resumability.heard()
+        text, data = message.get("text"), message.get("bytes")
+        if text is not None:
+            self._limits.frame(None, parser.session_config.audio_fs, now, len(text))
+            return parser.receive_text(text)
+        if data is not None:
+            self._limits.frame(len(data), parser.session_config.audio_fs, now)
+            return parser.receive_bytes(data)
+        return []
+
+    def _note(self, events: list[Event]) -> None:
+        """Count what the events start and spend."""
+        audio_fs = self._parser.session_config.audio_fs
+        for event in events:
+            if isinstance(event, ConfigReceived):
+                self._open_utterances += 1
+                self._utterances += 1
+                self._metrics.utterances.labels(event.config.mode).inc()
+            self._limits.event(event, audio_fs, anyio.current_time())
+
+    def _queue(self, events: list[Event]) -> None:
+        """What the parser took, the session has: the forwarder takes events whatever
+        happens to the connection."""
+        for event in events:
+            if isinstance(event, ConfigReceived) and event.config.resumable:
+                self._become_resumable()
+            self._events_in.send_nowait(event)
 
     async def _room_for_a_frame(self) -> None:
         while self._events_in.statistics().current_buffer_used > EVENT_BUFFER - (
