@@ -109,7 +109,10 @@ async def serve_transcription(
         metrics.transcriptions.labels(str(response.status_code)).inc()
         return response
     except TranscribeError as refused:
-        error = refused
+        # Without its traceback: kept in this frame, it would be a cycle through the frames
+        # it was raised in (the multipart reader's, holding the file read so far), which
+        # only the rarely run cyclic collector frees.
+        error = refused.with_traceback(None)
     except Exception as exc:  # a bug: counted, one log line, still a JSON answer
         where = traceback.extract_tb(exc.__traceback__)[-1]
         logger.error(

@@ -28,12 +28,18 @@ from tests.live.gateway.test_app import SETTINGS
 
 LARGE = 256 * 1024  # any buffer this big in cyclic garbage is a payload kept for nothing
 FRAME = bytes(range(256)) * 4096  # 1 MiB of audio
+MAX_UPLOAD_BYTES = 2 << 20
 CLIENT_SIDE = ("httpx", "httpx2", "starlette.testclient")
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    settings = replace(SETTINGS, max_frame_bytes=len(FRAME), max_session_s=3600.0)
+    settings = replace(
+        SETTINGS,
+        max_frame_bytes=len(FRAME),
+        max_session_s=3600.0,
+        transcribe=replace(SETTINGS.transcribe, max_bytes=MAX_UPLOAD_BYTES),
+    )
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -97,4 +103,25 @@ def test_an_uploads_file_is_freed_when_it_is_answered(client: TestClient, path: 
             path, files={"file": ("a.wav", data, "audio/wav")}, data={"model": "whisper-1"}
         )
         assert response.status_code == 200, response.text
+    assert _payloads_only_cycles_hold() == []
+
+
+@pytest.mark.usefixtures("collector_off")
+def test_a_refused_uploads_bytes_are_freed_when_it_is_answered(client: TestClient) -> None:
+    """Over ASR_TRANSCRIBE_MAX_BYTES: refused (413) mid-file, with the 2 MiB read of it in the
+    frames its error was raised in."""
+    data = wav_bytes(speech(100.0))  # 3.2 MB, over the 2 MiB cap
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\n'
+        + data
+        + b"\r\n--B--\r\n"
+    )
+    for _ in range(2):
+        # Chunked, with no Content-Length: refused only once the cap is passed, mid-file.
+        response = client.post(
+            "/v1/transcribe",
+            content=iter([body[at : at + 65536] for at in range(0, len(body), 65536)]),
+            headers={"Content-Type": "multipart/form-data; boundary=B"},
+        )
+        assert response.status_code == 413, response.text
     assert _payloads_only_cycles_hold() == []
