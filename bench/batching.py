@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import anyio
 import numpy as np
 
-from bench.stats import distribution
+from bench.common.stats import distribution
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool
 

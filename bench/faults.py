@@ -40,9 +40,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common.stats import distribution
 from bench.run import Config, Gateway
 from bench.soak import readyz
-from bench.stats import distribution
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool

@@ -37,8 +37,8 @@ from typing import Any
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.stats import distribution
 from bench.run import Config, Gateway
-from bench.stats import distribution
 from bench.transport import process_cpu_seconds
 
 FRAME = b"\x01\x02"

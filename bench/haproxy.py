@@ -30,9 +30,9 @@ import anyio
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench import ws_load
+from bench.common.haproxy_cluster import Cluster, haproxy_cluster
+from bench.common.messages import config
 from bench.transport import process_cpu_seconds
-from tests.helpers.checksums import config
-from tests.helpers.haproxy_cluster import Cluster, haproxy_cluster
 
 PLACES = 16
 INTER_S = 0.5  # the shipped config's default

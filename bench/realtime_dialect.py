@@ -57,11 +57,11 @@ import numpy.typing as npt
 import soxr
 import websockets
 
-from bench.stats import Distribution, distribution
+from bench.common.gateway import serve
+from bench.common.stats import Distribution, distribution
 from bench.transport import process_cpu_seconds
 from bench.ws_load import expected_checksum, load_audio
 from shared.gc_tuning import latency_tuned_gc
-from tests.helpers.uvicorn_server import serve
 
 Endpoint = Literal["funasr", "openai"]
 ENDPOINTS: tuple[Endpoint, Endpoint] = ("funasr", "openai")

@@ -42,8 +42,8 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.stats import Distribution, distribution
 from bench.run import Config, Gateway
-from bench.stats import Distribution, distribution
 
 REALTIME_PATH = "v1/realtime?intent=transcription"
 FRAME_SAMPLES = 1600  # 100 ms at 16 kHz

@@ -3,7 +3,7 @@
 
 - ``cuts``: ``--sessions`` resumable sessions at once (``gateway.client``, real time), each
   cut ``--cuts`` times at random byte offsets by the TCP proxy of the tests
-  (``tests/helpers/cutting_proxy.py``), RST or FIN. Each transcript is checked against the
+  (``bench/common/cutting_proxy.py``), RST or FIN. Each transcript is checked against the
   checksum of exactly the audio sent and against an uncut run's results; the time from
   each cut to the resumed session frame (the client's backoff, its handshake and the
   session's answer) is measured.
@@ -27,11 +27,12 @@ import anyio
 from websockets.asyncio.client import connect
 
 from bench.capacity import rss_mib
+from bench.common.audio import checksum
+from bench.common.cutting_proxy import CuttingProxy, cutting_proxy, random_cuts
+from bench.common.messages import config
+from bench.common.stats import distribution
 from bench.run import Config, Gateway
-from bench.stats import distribution
 from gateway.client import Transcript, transcribe
-from tests.helpers.checksums import checksum, config
-from tests.helpers.cutting_proxy import CuttingProxy, cutting_proxy, random_cuts
 
 RATE = 16_000
 ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MAX_SESSIONS": "256"}

@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import websockets
 
-from bench.stats import Distribution, distribution
+from bench.common.stats import Distribution, distribution
 from shared.gc_tuning import latency_tuned_gc
 
 SAMPLE_RATE = 16000

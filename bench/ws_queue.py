@@ -28,7 +28,7 @@ from pathlib import Path
 
 import websockets
 
-from tests.helpers.uvicorn_server import free_port
+from bench.common.net import free_port
 
 
 def rss_mib(pid: int) -> float:

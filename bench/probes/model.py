@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bench.stats import distribution
+from bench.common.stats import distribution
 
 if TYPE_CHECKING:
     from bench.probes.context import Context

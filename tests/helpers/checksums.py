@@ -8,31 +8,17 @@ from __future__ import annotations
 
 import json
 import random
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.testclient import WebSocketTestSession
 
-END = json.dumps({"is_speaking": False})
+# The messages and the checksum themselves are the benchmarks' too: re-exported here.
+from bench.common.audio import checksum as checksum
+from bench.common.messages import END as END
+from bench.common.messages import config as config
+
 TIMING_FIELDS = frozenset({"seq", "queue_ms", "compute_ms", "batch_size", "worker"})
-
-
-def checksum(pcm: bytes) -> str:
-    return f"{len(pcm) // 2}:{zlib.crc32(pcm):08x}"
-
-
-def config(**fields: object) -> str:
-    """A config message: online, 600 ms chunks, unless ``fields`` say otherwise."""
-    message: dict[str, object] = {
-        "mode": "online",
-        "chunk_size": [5, 10, 5],
-        "chunk_interval": 10,
-        "wav_name": "test",
-        "is_speaking": True,
-    }
-    message.update(fields)
-    return json.dumps(message)
 
 
 def random_pcm(rng: random.Random, samples: int) -> bytes:

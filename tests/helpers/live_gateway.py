@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import httpx
 
+from bench.common.gateway import Gateway
 from tests.helpers.checksums import checksum
-from tests.helpers.uvicorn_server import Server
 
 CHECKSUM_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
 RATE = 16_000
@@ -56,11 +56,11 @@ def write_wavs(folder: Path, count: int, seed: int, seconds: tuple[float, float]
     return wavs
 
 
-def log_mark(server: Server) -> int:
+def log_mark(server: Gateway) -> int:
     return len(server.output())
 
 
-async def assert_ended_quietly(server: Server, since: int) -> str:
+async def assert_ended_quietly(server: Gateway, since: int) -> str:
     """Wait until the server holds no session, then check its log since ``since``: no
     session closed with an error code, no traceback. Returns that part of the log."""
     with anyio.fail_after(SETTLE_TIMEOUT_S):

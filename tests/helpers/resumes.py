@@ -12,8 +12,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.gateway import Gateway
 from tests.helpers.checksums import config
-from tests.helpers.uvicorn_server import Server
 
 KEY_A, KEY_B = "resume-key-a", "resume-key-b"
 FRAME_BYTES = 1920  # what gateway.client sends: 60 ms x chunk_size[1] / chunk_interval
@@ -80,14 +80,14 @@ async def refused(url: str, token: str, last_result: int = 0, key: str = KEY_A) 
     return code
 
 
-async def metric(server: Server, name: str) -> float:
+async def metric(server: Gateway, name: str) -> float:
     async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
         text = (await http.get("/metrics", headers={"Authorization": f"Bearer {KEY_A}"})).text
     lines = [line for line in text.splitlines() if line.startswith(name + " ")]
     return float(lines[0].split()[1]) if lines else 0.0
 
 
-async def until_metric(server: Server, name: str, value: float) -> None:
+async def until_metric(server: Gateway, name: str, value: float) -> None:
     """Wait (up to 5 s) for a metric to read ``value``: the server updates it as it goes."""
     with anyio.fail_after(5):
         while await metric(server, name) != value:  # noqa: ASYNC110 (another process)

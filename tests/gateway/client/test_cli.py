@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.common.net import free_port
 from gateway.client import read_wav
 from gateway.client.cli import main
-from tests.helpers.uvicorn_server import free_port
 
 
 def write_wav(path: Path, pcm: bytes, rate: int = 16000, channels: int = 1) -> Path:

@@ -11,16 +11,16 @@ from typing import Any
 import anyio
 import pytest
 
+from bench.common.gateway import Gateway, serve
+from bench.common.stats import distribution
 from bench.run import markdown, parse_config
-from bench.stats import distribution
-from tests.helpers.uvicorn_server import Server, serve
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-async def run_ws_load(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
+async def run_ws_load(server: Gateway, tmp_path: Path, *args: str) -> dict[str, Any]:
     """``python -m bench.ws_load`` against ``server`` with ``args``, verifying checksums;
     its JSON summary. The generator must exit 0 (no stream failed)."""
     report = tmp_path / "load.json"

@@ -31,6 +31,7 @@ from funasr_client import (
 )
 from websockets.asyncio.client import ClientConnection
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import funasr_reads
 from tests.helpers.live_gateway import (
     CHECKSUM_ENV,
@@ -39,7 +40,6 @@ from tests.helpers.live_gateway import (
     log_mark,
     write_wavs,
 )
-from tests.helpers.uvicorn_server import Server, serve
 
 MODES = ["online", "offline", "2pass"]
 STREAMING_MODE = {"online": ["online"], "2pass": ["2pass-online"]}
@@ -51,7 +51,7 @@ NOTHING_MERGED = {"mode": "2pass-offline", "wav_name": "", "text": "", "is_final
 
 
 @pytest.fixture(scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("funasr-client") / "server.log"
     async with serve(CHECKSUM_ENV, log) as running:
         yield running
@@ -121,7 +121,7 @@ def test_sync_close_takes_its_own_lock() -> None:
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
-async def test_async_file_asr(server: Server, wavs: list[Wav], mode: str) -> None:
+async def test_async_file_asr(server: Gateway, wavs: list[Wav], mode: str) -> None:
     """Three files one after another: every message of each (``async_file_asr_stream``),
     and what ``async_file_asr`` merges of it (only ``2pass-offline`` messages)."""
     mark = log_mark(server)
@@ -143,7 +143,7 @@ async def test_async_file_asr(server: Server, wavs: list[Wav], mode: str) -> Non
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.usefixtures("reentrant_sync_close")
-async def test_sync_file_asr(server: Server, wavs: list[Wav], mode: str) -> None:
+async def test_sync_file_asr(server: Gateway, wavs: list[Wav], mode: str) -> None:
     """The same with the sync client, in a thread."""
 
     def recognise(wav: Wav) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -167,7 +167,7 @@ async def test_sync_file_asr(server: Server, wavs: list[Wav], mode: str) -> None
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
-async def test_async_client_blocking(server: Server, wavs: list[Wav], mode: str) -> None:
+async def test_async_client_blocking(server: Gateway, wavs: list[Wav], mode: str) -> None:
     """``async_funasr_client(blocking=True)``: send the PCM, ``signal_close()``, ``stream()``
     to the final, ``close()`` (its second ``{"is_speaking": false}``, then 1000): no error
     frame, a normal close, and nothing in the gateway's log."""
@@ -192,7 +192,7 @@ async def test_async_client_blocking(server: Server, wavs: list[Wav], mode: str)
 
 @pytest.mark.anyio
 @pytest.mark.slow
-async def test_async_client_recv_with_hotwords(server: Server, wavs: list[Wav]) -> None:
+async def test_async_client_recv_with_hotwords(server: Gateway, wavs: list[Wav]) -> None:
     """``hotwords={"阿里巴巴": 20}`` goes out as a JSON object string; ``recv()`` one
     message at a time until the final."""
     wav = wavs[0]
@@ -223,7 +223,7 @@ async def test_async_client_recv_with_hotwords(server: Server, wavs: list[Wav]) 
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
-async def test_async_client_callback(server: Server, wavs: list[Wav], mode: str) -> None:
+async def test_async_client_callback(server: Gateway, wavs: list[Wav], mode: str) -> None:
     """Non-blocking: messages reach an ``on_message`` callback; ``close()`` waits for the
     final, sends its second end and closes."""
     wav = wavs[0]

@@ -29,8 +29,9 @@ import anyio
 import numpy as np
 import pytest
 
+from bench.common import ROOT
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import checksum
-from tests.helpers.uvicorn_server import ROOT, Server, serve
 
 pytest.importorskip(
     "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"
@@ -73,7 +74,7 @@ window.WebSocket = class extends window.WebSocket {
 
 
 @pytest.fixture(scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("funasr-html5") / "server.log"
     async with serve(SERVER_ENV, log) as running:
         yield running
@@ -128,7 +129,7 @@ class Outcome:
 class FunasrPage:
     """The vendored page, driven as a person would."""
 
-    def __init__(self, page: Page, static: str, server: Server) -> None:
+    def __init__(self, page: Page, static: str, server: Gateway) -> None:
         self.page = page
         self.static = static
         self.server = server
@@ -229,7 +230,7 @@ def tone(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("mode", ["2pass", "online", "offline"])
 async def test_mic_mode_shows_the_final_result_of_everything_the_page_sent(
-    static: str, server: Server, tmp_path: Path, tone: Path, mode: str
+    static: str, server: Gateway, tmp_path: Path, tone: Path, mode: str
 ) -> None:
     async with browser_page(CHROMIUM, tmp_path, tone) as page:
         funasr = FunasrPage(page, static, server)
@@ -273,7 +274,7 @@ async def test_mic_mode_shows_the_final_result_of_everything_the_page_sent(
 
 
 async def test_file_mode_shows_the_offline_result_of_the_whole_file(
-    static: str, server: Server, tmp_path: Path, tone: Path
+    static: str, server: Gateway, tmp_path: Path, tone: Path
 ) -> None:
     wav = tmp_path / "speech.wav"
     data = write_wav(wav, RATE, 1.5)
@@ -302,7 +303,7 @@ async def test_file_mode_shows_the_offline_result_of_the_whole_file(
 
 
 async def test_file_mode_8_khz_is_resampled_and_shows_its_result(
-    static: str, server: Server, tmp_path: Path, tone: Path
+    static: str, server: Gateway, tmp_path: Path, tone: Path
 ) -> None:
     wav = tmp_path / "speech-8k.wav"
     data = write_wav(wav, 8000, 1.0)
@@ -333,7 +334,7 @@ async def test_file_mode_8_khz_is_resampled_and_shows_its_result(
 )
 async def test_file_mode_refused_input_shows_no_undefined(
     static: str,
-    server: Server,
+    server: Gateway,
     tmp_path: Path,
     tone: Path,
     case: str,

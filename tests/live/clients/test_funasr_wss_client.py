@@ -29,6 +29,7 @@ from websockets.asyncio.server import serve as serve_websocket
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import funasr_reads
 from tests.helpers.live_gateway import (
     CHECKSUM_ENV,
@@ -37,7 +38,6 @@ from tests.helpers.live_gateway import (
     log_mark,
     write_wavs,
 )
-from tests.helpers.uvicorn_server import Server, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ FINAL_MODE = {"online": "online", "offline": "offline", "2pass": "2pass-offline"
 
 
 @pytest.fixture(scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("funasr-wss-client") / "server.log"
     async with serve(CHECKSUM_ENV, log) as running:
         yield running
@@ -129,7 +129,7 @@ def check_file(run: ClientRun, meeting: str, wav: Wav, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", ["online", "offline", "2pass"])
 async def test_every_file_of_the_list_is_finished(
-    server: Server, tmp_path: Path, mode: str
+    server: Gateway, tmp_path: Path, mode: str
 ) -> None:
     wavs = write_wavs(tmp_path, 3, seed=1, seconds=(1.0, 2.0))
     mark = log_mark(server)
@@ -139,7 +139,7 @@ async def test_every_file_of_the_list_is_finished(
     await assert_ended_quietly(server, mark)
 
 
-async def test_2pass_in_real_time(server: Server, tmp_path: Path) -> None:
+async def test_2pass_in_real_time(server: Gateway, tmp_path: Path) -> None:
     """The client's defaults: 2pass, each 60 ms frame sent 60 ms after the last."""
     wavs = write_wavs(tmp_path, 3, seed=2, seconds=(1.0, 1.5))
     mark = log_mark(server)
@@ -151,7 +151,7 @@ async def test_2pass_in_real_time(server: Server, tmp_path: Path) -> None:
     await assert_ended_quietly(server, mark)
 
 
-async def test_two_processes_split_the_list(server: Server, tmp_path: Path) -> None:
+async def test_two_processes_split_the_list(server: Gateway, tmp_path: Path) -> None:
     """``--thread_num 2``: process 0 streams files 0 and 1, process 1 file 2, at once."""
     wavs = write_wavs(tmp_path, 3, seed=3, seconds=(1.0, 2.0))
     mark = log_mark(server)
@@ -168,7 +168,7 @@ async def test_two_processes_split_the_list(server: Server, tmp_path: Path) -> N
     await assert_ended_quietly(server, mark)
 
 
-async def test_a_hotword_file(server: Server, tmp_path: Path) -> None:
+async def test_a_hotword_file(server: Gateway, tmp_path: Path) -> None:
     """``--hotword FILE`` (``word weight`` a line): the client sends the words joined with
     commas; the checksum engine ignores them, the session must simply work."""
     (tmp_path / "hotwords.txt").write_text("阿里巴巴 20\n达摩院 10\n\n", encoding="utf-8")
@@ -197,7 +197,7 @@ class Relay:
 
 
 @asynccontextmanager
-async def relay_to(server: Server) -> AsyncIterator[Relay]:
+async def relay_to(server: Gateway) -> AsyncIterator[Relay]:
     """A WebSocket relay on a free port: frames pass both ways unchanged, and a close on
     either side closes the other with the same code."""
     relay = Relay()
@@ -238,7 +238,7 @@ async def relay_to(server: Server) -> AsyncIterator[Relay]:
 
 @pytest.mark.parametrize("mode", ["online", "offline", "2pass"])
 async def test_every_frame_the_client_gets_is_read_by_funasr(
-    server: Server, tmp_path: Path, mode: str
+    server: Gateway, tmp_path: Path, mode: str
 ) -> None:
     """As sent: every frame has FunASR's result fields, none is our error frame; each
     file's last is the acknowledgement with ``is_end``; every connection closed 1000."""

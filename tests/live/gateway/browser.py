@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 import pytest
 
-from tests.helpers.uvicorn_server import ROOT
+from bench.common import ROOT
 
 pytest.importorskip(
     "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"

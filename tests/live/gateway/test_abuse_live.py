@@ -20,8 +20,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.uvicorn_server import Server, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -130,14 +130,14 @@ def _parse(buffer: bytearray) -> tuple[int, bytes, int] | None:
     return opcode, bytes(buffer[at : at + size]), at + size
 
 
-async def sessions_active(server: Server) -> float:
+async def sessions_active(server: Gateway) -> float:
     async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
         metrics = (await http.get("/metrics")).text
     (line,) = [each for each in metrics.splitlines() if each.startswith("asr_sessions_active ")]
     return float(line.split()[1])
 
 
-async def wait_for_no_session(server: Server) -> None:
+async def wait_for_no_session(server: Gateway) -> None:
     with anyio.fail_after(30):
         while await sessions_active(server):  # noqa: ASYNC110 (another process's state)
             await anyio.sleep(0.05)
@@ -188,7 +188,7 @@ BAD_FRAMES = [
 
 
 @pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("abuse") / "server.log"
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MAX_FRAMES_PER_SECOND": "200"}
     async with serve(env, log) as server:
@@ -197,7 +197,7 @@ async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server
 
 @pytest.mark.parametrize(("frames", "codes"), BAD_FRAMES)
 async def test_a_bad_frame_gets_a_close_code_and_one_log_line_at_most(
-    live: Server, frames: list[bytes], codes: set[int | None]
+    live: Gateway, frames: list[bytes], codes: set[int | None]
 ) -> None:
     before = live.output().splitlines()
 
@@ -233,7 +233,7 @@ def _connection_line(line: str) -> bool:
     )
 
 
-async def test_the_server_log_holds_no_traceback_after_every_bad_frame(live: Server) -> None:
+async def test_the_server_log_holds_no_traceback_after_every_bad_frame(live: Gateway) -> None:
     """Runs after the cases above (file order): nothing in the whole log either."""
     log = live.output()
     assert "Traceback" not in log
@@ -246,7 +246,7 @@ async def test_the_server_log_holds_no_traceback_after_every_bad_frame(live: Ser
 
 
 async def test_a_flood_of_tiny_frames_is_closed_with_our_error_frame_and_1008(
-    live: Server,
+    live: Gateway,
 ) -> None:
     before = live.output()
     sent = 0
@@ -280,7 +280,7 @@ async def test_a_flood_of_tiny_frames_is_closed_with_our_error_frame_and_1008(
     assert "Traceback" not in new
 
 
-async def test_a_good_session_after_the_flood_verifies(live: Server) -> None:
+async def test_a_good_session_after_the_flood_verifies(live: Gateway) -> None:
     pcm = bytes(range(256)) * 150
     async with connect(live.url, compression=None, proxy=None) as ws:
         await ws.send(config(mode="offline"))

@@ -12,9 +12,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
+from bench.common.gateway import serve
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import check_online
-from tests.helpers.uvicorn_server import serve
 from tests.live.gateway.test_uvicorn import expect_close
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -8,12 +8,12 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
+from bench.common.net import free_port
 from gateway.app import create_app
 from gateway.ops.agent import Capacity, agent_reply
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import config
-from tests.helpers.uvicorn_server import free_port
 
 
 @pytest.mark.parametrize(

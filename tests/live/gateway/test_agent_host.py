@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from bench.common.gateway import GATEWAY, serve
+from bench.common.net import free_port
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
-from tests.helpers.uvicorn_server import GATEWAY, free_port, serve
 
 OTHER = "127.0.0.2"
 

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from bench.common.gateway import serve
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.uvicorn_server import serve
 from tests.live.gateway.browser import (
     API_KEY,
     ARTIFACTS,

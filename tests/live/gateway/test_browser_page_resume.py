@@ -14,9 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
+from bench.common.cutting_proxy import Cut, CuttingProxy, cutting_proxy
+from bench.common.gateway import serve
 from tests.helpers.checksums import checksum
-from tests.helpers.cutting_proxy import Cut, CuttingProxy, cutting_proxy
-from tests.helpers.uvicorn_server import serve
 from tests.live.gateway.browser import (
     API_KEY,
     RATE,

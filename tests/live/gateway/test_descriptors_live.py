@@ -30,9 +30,10 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from bench.common.gateway import Gateway, serve
+from bench.common.net import free_port
 from gateway.app import STATIC
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.uvicorn_server import Server, free_port, serve
 from tests.helpers.wav import speech, wav_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -50,7 +51,7 @@ ACCESS = ('"GET ', '"WebSocket ', "connection open", "connection closed")  # uvi
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    server: Server
+    server: Gateway
     loop: str
     agent_port: int
 

@@ -20,8 +20,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, check_online, config, random_frames
-from tests.helpers.uvicorn_server import Server, serve
 from tests.live.gateway.test_uvicorn import open_session, receive_until_final, send_frames
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -29,13 +29,13 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 CHUNK = 19200  # one 600 ms chunk of the default config
 
 
-async def readyz(server: Server) -> dict[str, Any]:
+async def readyz(server: Gateway) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
         body: dict[str, Any] = (await http.get("/readyz")).json()
         return body
 
 
-async def wait_until_all_released(server: Server, slots: int = 64) -> dict[str, Any]:
+async def wait_until_all_released(server: Gateway, slots: int = 64) -> dict[str, Any]:
     """Poll /readyz until no session, stream, slot or worker-side state is held."""
     with anyio.fail_after(15):
         while True:
@@ -67,7 +67,7 @@ class Outcome:
 
 
 async def stream_through_a_fault(
-    server: Server, index: int, started: anyio.Event, fault_done: anyio.Event, out: Outcome
+    server: Gateway, index: int, started: anyio.Event, fault_done: anyio.Event, out: Outcome
 ) -> None:
     """First chunk, its result (which names the worker), then the rest after the fault."""
     rng = random.Random(index)
@@ -154,7 +154,7 @@ async def test_a_worker_lost_mid_stream_fails_only_its_sessions(tmp_path: Path, 
             check_online(await receive_until_final(ws), pcm, CHUNK)
 
 
-async def drop_at_a_random_point(server: Server, rng: random.Random) -> None:
+async def drop_at_a_random_point(server: Gateway, rng: random.Random) -> None:
     """Send part of an utterance (sometimes all of it, sometimes only the config), then cut
     the TCP connection without a close frame, as a crashed client or a lost network does."""
     pcm = rng.randbytes(CHUNK * rng.randint(1, 6))
@@ -197,7 +197,7 @@ class Tally:
             self.all_refused.set()
 
 
-async def admitted_or_refused(server: Server, index: int, hold: anyio.Event, tally: Tally) -> None:
+async def admitted_or_refused(server: Gateway, index: int, hold: anyio.Event, tally: Tally) -> None:
     pcm = random.Random(index).randbytes(CHUNK * 2)
     async with open_session(server) as ws:
         try:

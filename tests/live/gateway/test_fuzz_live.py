@@ -24,9 +24,9 @@ from websockets.sync.client import ClientConnection, connect
 from websockets.sync.connection import Connection
 from websockets.typing import Subprotocol
 
+from bench.common.gateway import Gateway, serve_blocking
 from gateway.funasr.config import CONFIG_KEYS
 from tests.helpers.checksums import END, check_online, config
-from tests.helpers.uvicorn_server import Server, serve_blocking
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ ENOUGH = 5  # good sessions verified beside the fuzzing
 
 
 @pytest.fixture(scope="module")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """One server for the whole module; on leaving, it must still run, then exit 0."""
     env = {
         "ASR_MODEL": "checksum",
@@ -55,7 +55,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         assert server.process.returncode is None, f"the server died:\n{server.output()}"
 
 
-def open_ws(server: Server) -> ClientConnection:
+def open_ws(server: Gateway) -> ClientConnection:
     return connect(
         server.url,
         subprotocols=[Subprotocol("binary")],
@@ -73,7 +73,7 @@ def open_ws(server: Server) -> ClientConnection:
 class GoodSessions:
     """A thread that streams verified checksum sessions until told to stop."""
 
-    server: Server
+    server: Gateway
     verified: int = 0
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -101,7 +101,7 @@ class GoodSessions:
 
 
 @pytest.fixture(scope="module")
-def good_sessions(live_server: Server) -> Iterator[GoodSessions]:
+def good_sessions(live_server: Gateway) -> Iterator[GoodSessions]:
     good = GoodSessions(live_server)
     thread = threading.Thread(target=good.run, daemon=True)
     thread.start()
@@ -174,7 +174,7 @@ def close_code_after(ws: Connection) -> tuple[int | None, list[dict[str, Any]]]:
 )
 @given(start_with_config=st.booleans(), frames=st.lists(_frames, min_size=1, max_size=8))
 def test_random_frames_get_a_defined_close_and_disturb_nobody(
-    live_server: Server,
+    live_server: Gateway,
     good_sessions: GoodSessions,
     start_with_config: bool,
     frames: list[object],
@@ -204,7 +204,7 @@ def test_random_frames_get_a_defined_close_and_disturb_nobody(
 
 
 def test_good_sessions_verified_beside_the_fuzzing_and_no_traceback(
-    live_server: Server, good_sessions: GoodSessions
+    live_server: Gateway, good_sessions: GoodSessions
 ) -> None:
     """Runs after the fuzz test (same module, file order): the good sessions all verified."""
     good_sessions.enough.wait(timeout=20)  # bounds a hang: they are usually long done

@@ -27,10 +27,10 @@ import anyio
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from bench.common.cutting_proxy import cutting_proxy, random_cuts
+from bench.common.haproxy_cluster import CONFIG, HAPROXY, Cluster, haproxy_cluster
 from gateway.client import transcribe
 from tests.helpers.checksums import checksum, config
-from tests.helpers.cutting_proxy import cutting_proxy, random_cuts
-from tests.helpers.haproxy_cluster import CONFIG, HAPROXY, Cluster, haproxy_cluster
 
 pytestmark = [
     pytest.mark.anyio,

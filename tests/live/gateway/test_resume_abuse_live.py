@@ -16,9 +16,10 @@ import anyio
 import pytest
 from websockets.asyncio.client import ClientConnection
 
+from bench.common.cutting_proxy import Cut, cutting_proxy
+from bench.common.gateway import Gateway, serve
 from gateway.client import transcribe
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.cutting_proxy import Cut, cutting_proxy
 from tests.helpers.resumes import (
     drop,
     metric,
@@ -29,7 +30,6 @@ from tests.helpers.resumes import (
     resume,
     until_metric,
 )
-from tests.helpers.uvicorn_server import Server, serve
 from tests.live.gateway.test_abuse_live import BINARY, TEXT, RawClient, frame
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -49,7 +49,7 @@ ONE_RESULT = bytes(2 * 1920 * 10)  # what open_resumable sends: two results of 6
 
 
 @pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("resume-abuse") / "server.log"
     async with serve(ENV, log, send_buffer=SERVER_SEND_BUFFER) as server:
         yield server
@@ -76,7 +76,7 @@ async def _results_until_final(websocket: ClientConnection) -> list[dict[str, An
 
 
 async def test_the_previous_token_works_once_however_long_the_client_stays_quiet(
-    live: Server,
+    live: Gateway,
 ) -> None:
     """An old token from a log: after the resume it served, the previous token's one extra
     use (for a client whose resume's answer was lost) is spent, and a client that then
@@ -98,7 +98,7 @@ async def test_the_previous_token_works_once_however_long_the_client_stays_quiet
     await _finish(current, ONE_RESULT)
 
 
-async def test_a_refusal_says_nothing_of_the_sessions_results(live: Server) -> None:
+async def test_a_refusal_says_nothing_of_the_sessions_results(live: Gateway) -> None:
     websocket, session = await open_resumable(live.url)
     await results_up_to(websocket, 2)
     drop(websocket)
@@ -110,7 +110,7 @@ async def test_a_refusal_says_nothing_of_the_sessions_results(live: Server) -> N
 
 
 async def test_resumes_in_a_storm_are_refused_with_4429_and_the_token_works_later(
-    live: Server,
+    live: Gateway,
 ) -> None:
     """Each resume sends the unacknowledged results again for a few hundred bytes of
     handshake: after a burst of 5, one every 2 s; the refused one uses nothing up."""
@@ -133,7 +133,7 @@ async def test_resumes_in_a_storm_are_refused_with_4429_and_the_token_works_late
     assert await metric(live, 'asr_resumes_total{outcome="throttled"}') >= 1
 
 
-async def test_gateway_client_waits_out_a_throttled_resume(live: Server) -> None:
+async def test_gateway_client_waits_out_a_throttled_resume(live: Gateway) -> None:
     """Six cuts in a row: the sixth resume is refused with 4429, and gateway.client tries
     again with the same token until it is served: the results are the uncut run's."""
     pcm = random.Random(3).randbytes(2 * 16_000 * 3)
@@ -148,7 +148,7 @@ async def test_gateway_client_waits_out_a_throttled_resume(live: Server) -> None
 
 
 async def test_concurrent_replays_of_the_previous_token_are_served_once_and_counted_so(
-    live: Server,
+    live: Gateway,
 ) -> None:
     """20 connections with the previous token at once: one is served, the others get
     4409, and ``asr_resumes_total{outcome="resumed"}`` counts the one served."""
@@ -179,7 +179,7 @@ async def test_concurrent_replays_of_the_previous_token_are_served_once_and_coun
 # -- parking -----------------------------------------------------------------------------
 
 
-async def test_one_client_cannot_take_every_parking_place(live: Server) -> None:
+async def test_one_client_cannot_take_every_parking_place(live: Gateway) -> None:
     """ASR_MAX_PARKED_PER_CLIENT=2 of 4: a third session of the same address ends at its
     drop, and another address's session still parks."""
     refused_before = await metric(live, "asr_parking_refused_total")
@@ -238,7 +238,7 @@ def _flood_without_reading(port: int, pattern: bytes) -> tuple[dict[str, Any], i
 
 
 async def test_a_resumable_session_whose_client_stops_reading_parks_and_resumes(
-    live: Server,
+    live: Gateway,
 ) -> None:
     """After ASR_SEND_TIMEOUT of a blocked send the connection is dropped and the session
     parks at once (its reader does not wait on a backed-up forwarder); a resume gets every

@@ -20,9 +20,10 @@ import anyio
 import pytest
 from websockets.asyncio.client import connect
 
+from bench.common.cutting_proxy import Cut, cutting_proxy, random_cuts
+from bench.common.gateway import Gateway, serve
 from gateway.client import Transcript, transcribe
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.cutting_proxy import Cut, cutting_proxy, random_cuts
 from tests.helpers.resumes import (
     FRAME_BYTES,
     KEY_A,
@@ -35,7 +36,6 @@ from tests.helpers.resumes import (
     resume,
     until_metric,
 )
-from tests.helpers.uvicorn_server import Server, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +69,7 @@ def _results(transcript: Transcript) -> list[tuple[object, object, object]]:
 
 
 async def _through(
-    server: Server,
+    server: Gateway,
     plan: Sequence[Cut | None],
     pcm: bytes,
     *,
@@ -288,7 +288,7 @@ async def test_a_session_parked_when_the_drain_starts_can_still_resume_for_its_r
         assert final["text"] == checksum(bytes(2 * FRAME_BYTES * 10))
         error = json.loads(await resumed.recv())
         assert error["code"] == 1012
-        assert await server.wait() == 0
+        assert await server.exited() == 0
 
 
 async def test_a_parked_offline_utterance_keeps_its_audio_in_the_budget(log_dir: Path) -> None:

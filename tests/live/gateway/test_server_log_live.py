@@ -15,8 +15,8 @@ import anyio
 import pytest
 from websockets.sync.client import connect
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, checksum, config
-from tests.helpers.uvicorn_server import Server, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -30,7 +30,7 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("server-log") / "server.log"
     async with serve({"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}, log) as server:
         yield server
@@ -57,7 +57,7 @@ def raw_handshake(port: int, header: str, value: bytes) -> bytes:
     return answer
 
 
-def one_session(server: Server) -> str:
+def one_session(server: Gateway) -> str:
     """A whole FunASR session: its final text."""
     pcm = bytes(range(256)) * 100
     with connect(server.url, compression=None, proxy=None) as ws:
@@ -78,7 +78,7 @@ def connection_line(line: str) -> bool:
 
 @pytest.mark.parametrize(("header", "value", "answer"), CASES)
 async def test_a_header_that_is_not_ascii_logs_one_line_and_the_server_serves_on(
-    live: Server, header: str, value: bytes, answer: bytes
+    live: Gateway, header: str, value: bytes, answer: bytes
 ) -> None:
     before = len(live.output().splitlines())
     with anyio.fail_after(30):

@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import config
-from tests.helpers.uvicorn_server import Server, serve
 from tests.live.gateway.test_abuse_live import BINARY, TEXT, RawClient, frame, wait_for_no_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -35,7 +35,7 @@ LINE = "the client read no result for 1 s (ASR_SEND_TIMEOUT)"
 
 
 @pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     log = tmp_path_factory.mktemp("slow-reader") / "server.log"
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_SEND_TIMEOUT": "1"}
     async with serve(env, log, send_buffer=SERVER_SEND_BUFFER) as server:
@@ -66,7 +66,7 @@ def stop_reading(port: int) -> RawClient:
     return client
 
 
-async def wait_for_line(server: Server, before: int) -> None:
+async def wait_for_line(server: Gateway, before: int) -> None:
     with anyio.fail_after(60):
         while LINE not in server.output()[before:]:  # noqa: ASYNC110 (another process's log)
             await anyio.sleep(0.05)
@@ -76,7 +76,7 @@ def tcp_state(sock: socket.socket) -> int:
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
 
 
-async def test_a_client_that_never_reads_again_is_closed_and_reset(live: Server) -> None:
+async def test_a_client_that_never_reads_again_is_closed_and_reset(live: Gateway) -> None:
     before = len(live.output())
     client = await anyio.to_thread.run_sync(stop_reading, live.port)
     try:
@@ -96,7 +96,7 @@ async def test_a_client_that_never_reads_again_is_closed_and_reset(live: Server)
     assert "ERROR" not in log
 
 
-async def test_a_client_that_reads_again_gets_our_error_frame_and_1008(live: Server) -> None:
+async def test_a_client_that_reads_again_gets_our_error_frame_and_1008(live: Gateway) -> None:
     before = len(live.output())
     client = await anyio.to_thread.run_sync(stop_reading, live.port)
     try:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.helpers.uvicorn_server import Server, serve
+from bench.common.gateway import Gateway, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -52,7 +52,7 @@ def folder_bytes(folder: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Server, Path]]:
+async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Gateway, Path]]:
     root = tmp_path_factory.mktemp("transcribe-live")
     tmpdir = root / "tmp"
     tmpdir.mkdir()
@@ -87,7 +87,7 @@ async def streamed(head: bytes, size: int, tail: bytes = b"") -> AsyncIterator[b
 
 
 async def refused_with_bounded_memory_and_disk(
-    server: Server, tmpdir: Path, content_type: str, body: AsyncIterator[bytes]
+    server: Gateway, tmpdir: Path, content_type: str, body: AsyncIterator[bytes]
 ) -> httpx.Response:
     before = peak_rss(server.pid)
     held: set[str] = set()
@@ -115,7 +115,7 @@ async def refused_with_bounded_memory_and_disk(
 
 
 async def test_a_chunked_upload_far_over_the_cap_is_refused_with_memory_and_disk_bounded(
-    live: tuple[Server, Path],
+    live: tuple[Gateway, Path],
 ) -> None:
     server, tmpdir = live
     head = b'--%s\r\nContent-Disposition: form-data; name="file"; filename="big.wav"\r\n\r\n'
@@ -130,7 +130,7 @@ async def test_a_chunked_upload_far_over_the_cap_is_refused_with_memory_and_disk
 
 
 async def test_a_chunked_json_body_far_over_64_kib_is_refused_with_memory_bounded(
-    live: tuple[Server, Path],
+    live: tuple[Gateway, Path],
 ) -> None:
     server, tmpdir = live
     response = await refused_with_bounded_memory_and_disk(
@@ -141,7 +141,7 @@ async def test_a_chunked_json_body_far_over_64_kib_is_refused_with_memory_bounde
 
 
 async def test_a_declared_length_over_the_cap_is_answered_before_any_body_is_sent(
-    live: tuple[Server, Path],
+    live: tuple[Gateway, Path],
 ) -> None:
     server, _ = live
     head = (
@@ -159,7 +159,7 @@ async def test_a_declared_length_over_the_cap_is_answered_before_any_body_is_sen
 
 
 async def test_a_1_hz_wav_is_refused_without_the_memory_of_its_resampling(
-    live: tuple[Server, Path],
+    live: tuple[Gateway, Path],
 ) -> None:
     server, _ = live
     wav = io.BytesIO()  # 7 KB that resampled to 16 kHz would be 3,599 s: 115 MB of int16
@@ -173,7 +173,7 @@ async def test_a_1_hz_wav_is_refused_without_the_memory_of_its_resampling(
 
 
 async def test_a_body_slower_than_the_upload_timeout_is_408_and_frees_its_place(
-    live: tuple[Server, Path],
+    live: tuple[Gateway, Path],
 ) -> None:
     """A byte a second would otherwise hold the one ASR_TRANSCRIBE_CONCURRENCY place for
     as long as the client likes."""

@@ -19,6 +19,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common import ROOT
+from bench.common.gateway import GATEWAY, UVICORN, Gateway, serve
 from gateway.client import transcribe
 from tests.helpers.checksums import (
     END,
@@ -28,14 +30,13 @@ from tests.helpers.checksums import (
     config,
     random_frames,
 )
-from tests.helpers.uvicorn_server import GATEWAY, ROOT, UVICORN, Server, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CHECKSUM_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
 
 
-def open_session(server: Server) -> connect:
+def open_session(server: Gateway) -> connect:
     return connect(
         server.url,
         subprotocols=[Subprotocol("binary")],
@@ -87,7 +88,7 @@ def leftover_segments(pid: int) -> list[str]:
     return [name for name in os.listdir("/dev/shm") if name.startswith(f"asrgw_{pid}_")]
 
 
-async def one_session(server: Server, index: int) -> None:
+async def one_session(server: Gateway, index: int) -> None:
     """One or two utterances, online or offline, in random frames; every result checked."""
     rng = random.Random(index)
     async with open_session(server) as ws:
@@ -184,13 +185,13 @@ async def test_sigterm_lets_live_sessions_finish_then_exits_0(
                     await expect_close(ws, 1012)
                 # The stalled one is closed when the drain timeout passes.
                 assert "drain timeout" in (await expect_close(stalled, 1012))["message"]
-            assert await server.wait() == 0
+            assert await server.exited() == 0
     assert not leftover_segments(server.pid)
     for worker in workers:  # stopped and reaped by the server: gone, not zombies
         assert not process_exists(worker["pid"])
 
 
-async def check_the_client(server: Server) -> None:
+async def check_the_client(server: Gateway) -> None:
     """``gateway.client`` paces audio in real time and reports the server's refusals."""
     pcm = random.Random(9).randbytes(2 * 8000)  # 0.5 s
     started = anyio.current_time()

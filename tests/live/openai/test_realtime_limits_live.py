@@ -16,6 +16,7 @@ import openai
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.gateway import Gateway, serve_blocking
 from tests.helpers.checksums import checksum
 from tests.helpers.realtime_audio import (
     COMPLETED,
@@ -26,7 +27,6 @@ from tests.helpers.realtime_audio import (
     wav_file,
     wav_payload,
 )
-from tests.helpers.uvicorn_server import Server, serve_blocking
 
 pytestmark = pytest.mark.slow
 
@@ -34,14 +34,14 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
     log = tmp_path_factory.mktemp("realtime-limits") / "server.log"
     with serve_blocking(env, log, ready_timeout=60) as server:
         yield server
 
 
-def connect(server: Server) -> Any:
+def connect(server: Gateway) -> Any:
     client = openai.OpenAI(base_url=f"{server.http}/v1", api_key="unused", max_retries=0)
     return client.realtime.connect(extra_query={"intent": "transcription"})
 
@@ -80,7 +80,7 @@ def nested_lists(size: int) -> str:
     ids=["nested-lists-update", "large-clear"],
 )
 def test_an_event_over_max_text_bytes_that_is_not_an_append_closes_with_1009(
-    defaults: Server, event: str
+    defaults: Gateway, event: str
 ) -> None:
     with connect(defaults) as conn:
         assert conn.recv().type == "session.created"
@@ -92,7 +92,7 @@ def test_an_event_over_max_text_bytes_that_is_not_an_append_closes_with_1009(
     assert code == 1009
 
 
-def test_a_g711_append_of_more_seconds_than_a_frame_closes_with_1009(defaults: Server) -> None:
+def test_a_g711_append_of_more_seconds_than_a_frame_closes_with_1009(defaults: Gateway) -> None:
     """40 s of 8 kHz u-law is 320 kB, far under three frames of base64 (which let 393 s
     through); an append carries at most ASR_MAX_FRAME_BYTES' 32.768 s, in any format."""
     with connect(defaults) as conn:
@@ -105,7 +105,7 @@ def test_a_g711_append_of_more_seconds_than_a_frame_closes_with_1009(defaults: S
     assert code == 1009
 
 
-def test_an_append_of_the_most_audio_is_taken_whole(defaults: Server) -> None:
+def test_an_append_of_the_most_audio_is_taken_whole(defaults: Gateway) -> None:
     """32 s of 24 kHz audio in one append, decoded and resampled a second at a time:
     exactly one resampling of the whole reaches the pool."""
     rng = np.random.default_rng(32)
@@ -121,7 +121,7 @@ def test_an_append_of_the_most_audio_is_taken_whole(defaults: Server) -> None:
     assert events[-1].transcript == checksum(expected)
 
 
-def test_an_update_keeps_openais_shape_only(defaults: Server) -> None:
+def test_an_update_keeps_openais_shape_only(defaults: Gateway) -> None:
     with connect(defaults) as conn:
         assert conn.recv().type == "session.created"
         answer = updated(conn, {"noise_reduction": {"type": "far_field", "x": [[]] * 1000}})
@@ -140,7 +140,7 @@ def test_an_update_keeps_openais_shape_only(defaults: Server) -> None:
 
 
 def test_an_event_id_no_text_frame_can_carry_is_refused_and_the_session_goes_on(
-    defaults: Server,
+    defaults: Gateway,
 ) -> None:
     """JSON's "\\ud800" is a lone surrogate: sent back in an error event, the frame could
     not be encoded."""

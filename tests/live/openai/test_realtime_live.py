@@ -24,6 +24,7 @@ import numpy as np
 import openai
 import pytest
 
+from bench.common.gateway import Gateway, serve_blocking
 from tests.helpers.checksums import checksum
 from tests.helpers.realtime_audio import (
     COMPLETED,
@@ -37,7 +38,6 @@ from tests.helpers.realtime_audio import (
     wav_file,
     wav_payload,
 )
-from tests.helpers.uvicorn_server import Server, serve_blocking
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ BASE_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_API_KEYS": KEY}
 
 
 @pytest.fixture(scope="module")
-def checksums(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def checksums(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """The checksum engine alone: each turn is one streaming pass."""
     env = {**BASE_ENV, "ASR_MAX_SESSIONS": "2"}
     log = tmp_path_factory.mktemp("realtime") / "server.log"
@@ -55,13 +55,13 @@ def checksums(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
-def connect(server: Server, key: str = KEY) -> Any:
+def connect(server: Gateway, key: str = KEY) -> Any:
     client = openai.OpenAI(base_url=f"{server.http}/v1", api_key=key, max_retries=0)
     return client.realtime.connect(extra_query={"intent": "transcription"})
 
 
 def test_a_24khz_wav_streamed_and_committed_gives_deltas_and_the_exact_transcript(
-    checksums: Server,
+    checksums: Gateway,
 ) -> None:
     rng = np.random.default_rng(24)
     wav = wav_file(noise(rng, 2.5, 24000), 24000)
@@ -107,7 +107,7 @@ def test_a_24khz_wav_streamed_and_committed_gives_deltas_and_the_exact_transcrip
     assert events[-1].item.content[0].transcript == completed.transcript
 
 
-def test_server_vad_commits_each_turn_where_the_pause_is(checksums: Server) -> None:
+def test_server_vad_commits_each_turn_where_the_pause_is(checksums: Gateway) -> None:
     """Two bursts with pauses: two items, each with speech_started, speech_stopped (after
     silence_duration_ms of pause), committed and its completed transcript; the transcript
     is the offline pass of exactly the turn's audio ending at ``audio_end_ms``."""
@@ -162,7 +162,7 @@ def test_server_vad_commits_each_turn_where_the_pause_is(checksums: Server) -> N
     assert last_delta[second] == checksum(turn_two)
 
 
-def test_the_beta_client_with_g711_ulaw(checksums: Server) -> None:
+def test_the_beta_client_with_g711_ulaw(checksums: Gateway) -> None:
     """The SDK's beta realtime client (``client.beta.realtime``, its own event types) and
     its ``transcription_session.update`` with ``g711_ulaw``: 8 kHz u-law, decoded as
     libsndfile decodes it, resampled to 16 kHz."""
@@ -201,7 +201,7 @@ def test_the_beta_client_with_g711_ulaw(checksums: Server) -> None:
     assert events[-1].usage.seconds == pytest.approx(1.5, abs=0.01)
 
 
-def test_bad_events_get_error_events_and_the_session_goes_on(checksums: Server) -> None:
+def test_bad_events_get_error_events_and_the_session_goes_on(checksums: Gateway) -> None:
     rng = np.random.default_rng(1)
     wav = wav_file(noise(rng, 0.5, 24000), 24000)
     with connect(checksums) as conn:
@@ -245,7 +245,7 @@ def test_bad_events_get_error_events_and_the_session_goes_on(checksums: Server) 
     assert [e.delta for e in events if e.type == DELTA][-1] == checksum(pool_audio(wav))
 
 
-def test_clear_drops_the_buffer_and_its_results(checksums: Server) -> None:
+def test_clear_drops_the_buffer_and_its_results(checksums: Gateway) -> None:
     rng = np.random.default_rng(2)
     dropped = wav_file(noise(rng, 0.8, 24000), 24000)
     kept = wav_file(noise(rng, 0.7, 24000), 24000)
@@ -268,7 +268,7 @@ def test_clear_drops_the_buffer_and_its_results(checksums: Server) -> None:
     assert deltas[-1].delta == checksum(pool_audio(kept))
 
 
-def test_a_wrong_key_is_refused_in_the_handshake(checksums: Server) -> None:
+def test_a_wrong_key_is_refused_in_the_handshake(checksums: Gateway) -> None:
     from websockets.exceptions import InvalidStatus
 
     with pytest.raises(InvalidStatus) as refused, connect(checksums, key="wrong"):
@@ -276,7 +276,7 @@ def test_a_wrong_key_is_refused_in_the_handshake(checksums: Server) -> None:
     assert refused.value.response.status_code == 401
 
 
-def test_a_full_server_answers_server_busy_then_1013(checksums: Server) -> None:
+def test_a_full_server_answers_server_busy_then_1013(checksums: Gateway) -> None:
     """ASR_MAX_SESSIONS=2 here: the third realtime session is refused as a FunASR one is."""
     from websockets.exceptions import ConnectionClosed
 
@@ -295,7 +295,7 @@ def test_a_full_server_answers_server_busy_then_1013(checksums: Server) -> None:
 
 @pytest.mark.parametrize(("key", "accepted"), [(KEY, True), ("wrong", False)])
 def test_a_browsers_key_subprotocol_is_read_and_realtime_chosen(
-    checksums: Server, key: str, accepted: bool
+    checksums: Gateway, key: str, accepted: bool
 ) -> None:
     """What OpenAI's browser clients send: no headers, the key as a subprotocol."""
     from websockets.exceptions import InvalidStatus

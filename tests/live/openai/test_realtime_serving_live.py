@@ -17,13 +17,13 @@ import pytest
 import soundfile
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.gateway import Gateway, serve, serve_blocking
 from tests.helpers.realtime_audio import COMPLETED, events_until, noise, pool_audio, wav_file
-from tests.helpers.uvicorn_server import Server, serve, serve_blocking
 
 pytestmark = pytest.mark.slow
 
 
-def connect(server: Server) -> Any:
+def connect(server: Gateway) -> Any:
     client = openai.OpenAI(base_url=f"{server.http}/v1", api_key="unused", max_retries=0)
     return client.realtime.connect(extra_query={"intent": "transcription"})
 
@@ -52,7 +52,7 @@ def closed_code(conn: Any) -> tuple[list[Any], int | None]:
 
 
 @pytest.fixture(scope="module")
-def offline_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def offline_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """A tiny random-weight offline Paraformer behind the checksum streaming engine."""
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_OFFLINE_MODEL": "synthetic:tiny"}
     log = tmp_path_factory.mktemp("realtime-offline") / "server.log"
@@ -60,7 +60,7 @@ def offline_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
-def test_with_an_offline_model_completed_is_its_decode_of_the_turn(offline_model: Server) -> None:
+def test_with_an_offline_model_completed_is_its_decode_of_the_turn(offline_model: Gateway) -> None:
     """The turn's completed transcript is the offline model's text for exactly the turn's
     audio: what POST /v1/transcribe answers for a 16 kHz WAV of it."""
     rng = np.random.default_rng(5)
@@ -114,7 +114,7 @@ async def test_a_drain_lets_the_open_turn_finish_then_closes_with_1012(
             return events, code, refused, late_code
 
         events, code, refused, late_code = await anyio.to_thread.run_sync(session)
-        assert await server.wait() == 0
+        assert await server.exited() == 0
     assert late_code == 1012
     assert refused[-1].type == "error"
     assert refused[-1].error.code == "server_shutting_down"
@@ -124,7 +124,7 @@ async def test_a_drain_lets_the_open_turn_finish_then_closes_with_1012(
 
 
 @pytest.fixture(scope="module")
-def small_limits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def small_limits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env = {
         "ASR_MODEL": "checksum",
         "ASR_DEVICES": "cpu",
@@ -136,7 +136,7 @@ def small_limits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
-def test_an_event_over_the_frame_limit_closes_with_1009(small_limits: Server) -> None:
+def test_an_event_over_the_frame_limit_closes_with_1009(small_limits: Gateway) -> None:
     """Base64 of three frames' worth of audio, and more: refused before it is parsed."""
     with connect(small_limits) as conn:
         manual_turns(conn)
@@ -156,7 +156,7 @@ def test_an_event_over_the_frame_limit_closes_with_1009(small_limits: Server) ->
     ids=["clear", "tiny-append"],
 )
 def test_events_faster_than_the_frame_rate_close_with_1008(
-    small_limits: Server, event: dict[str, str]
+    small_limits: Gateway, event: dict[str, str]
 ) -> None:
     with connect(small_limits) as conn:
         manual_turns(conn)
@@ -173,7 +173,7 @@ def test_events_faster_than_the_frame_rate_close_with_1008(
     assert "ASR_MAX_FRAMES_PER_SECOND" in events[-1].error.message
 
 
-def test_refused_events_end_the_session_at_their_cap(small_limits: Server) -> None:
+def test_refused_events_end_the_session_at_their_cap(small_limits: Gateway) -> None:
     """OpenAI keeps a session open after an error; a client sending only bad events is
     closed after MAX_INVALID_EVENTS of them (each costs it a frame, us a parse and a
     reply)."""
@@ -189,7 +189,7 @@ def test_refused_events_end_the_session_at_their_cap(small_limits: Server) -> No
     assert code == 1008
 
 
-def test_metrics_count_realtime_sessions_and_their_error_codes(small_limits: Server) -> None:
+def test_metrics_count_realtime_sessions_and_their_error_codes(small_limits: Gateway) -> None:
     with connect(small_limits) as conn:
         manual_turns(conn)
         conn.send({"type": "no.such.event"})

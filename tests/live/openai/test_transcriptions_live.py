@@ -24,8 +24,8 @@ import pytest
 import soundfile
 import soxr
 
+from bench.common.gateway import Gateway, serve_blocking
 from tests.helpers.checksums import checksum
-from tests.helpers.uvicorn_server import Server, serve_blocking
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ SEGMENT_S = 2  # ASR_MAX_SEGMENT_SECONDS
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env = {
         "ASR_MODEL": "checksum",
         "ASR_DEVICES": "cpu",
@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[openai.OpenAI]:
+def client(server: Gateway) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=server.http + "/v1", api_key=KEY, max_retries=0) as client:
         yield client
 
@@ -298,7 +298,7 @@ def test_a_file_over_the_cap_is_a_413(client: openai.OpenAI) -> None:
     assert (raised.value.code, raised.value.param) == ("too_large", "file")
 
 
-def test_a_wrong_key_is_an_authentication_error(server: Server) -> None:
+def test_a_wrong_key_is_an_authentication_error(server: Gateway) -> None:
     with openai.OpenAI(base_url=server.http + "/v1", api_key="sk-wrong", max_retries=0) as other:
         with pytest.raises(openai.AuthenticationError) as raised:
             other.audio.transcriptions.create(file=("a.wav", wav(SHORT)), model="whisper-1")
@@ -308,7 +308,7 @@ def test_a_wrong_key_is_an_authentication_error(server: Server) -> None:
             other.models.list()
 
 
-def test_no_key_is_a_401_in_openais_shape(server: Server) -> None:
+def test_no_key_is_a_401_in_openais_shape(server: Gateway) -> None:
     # The SDK will not send a request without a key: plain HTTP, as curl would.
     with httpx.Client(base_url=server.http, trust_env=False) as http:
         response = http.post(
@@ -329,7 +329,7 @@ class Holder:
 
     BOUNDARY = "b0undary"
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Gateway) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port))
         head = (
             f'--{self.BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"'
@@ -355,7 +355,7 @@ class Holder:
 
 
 def test_a_transcription_over_the_concurrency_is_a_rate_limit_error(
-    server: Server, client: openai.OpenAI
+    server: Gateway, client: openai.OpenAI
 ) -> None:
     # ASR_TRANSCRIBE_CONCURRENCY=1: a held upload takes the one place, unless it came
     # while the SDK's request had it (then it is answered at once, and tried again).
@@ -376,7 +376,7 @@ def test_a_transcription_over_the_concurrency_is_a_rate_limit_error(
     assert refused.response.headers["retry-after"] == "1"
 
 
-def counted(server: Server, sample: str) -> float:
+def counted(server: Gateway, sample: str) -> float:
     with httpx.Client(base_url=server.http, trust_env=False) as http:
         metrics = http.get("/metrics", headers={"authorization": f"Bearer {KEY}"}).text
     found = re.search(re.escape(sample) + r" (\S+)", metrics)
@@ -384,7 +384,7 @@ def counted(server: Server, sample: str) -> float:
 
 
 def test_answers_and_refusals_are_counted_as_the_file_endpoints_are(
-    server: Server, client: openai.OpenAI
+    server: Gateway, client: openai.OpenAI
 ) -> None:
     refusals = 'asr_transcription_refusals_total{reason="model_not_found"}'
     statuses = ['asr_transcriptions_total{status="404"}', 'asr_transcriptions_total{status="200"}']
@@ -396,7 +396,7 @@ def test_answers_and_refusals_are_counted_as_the_file_endpoints_are(
     assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
 
 
-def test_a_form_that_is_not_multipart_is_a_415(server: Server) -> None:
+def test_a_form_that_is_not_multipart_is_a_415(server: Gateway) -> None:
     with httpx.Client(base_url=server.http, trust_env=False) as http:
         response = http.post(
             "/v1/audio/transcriptions",

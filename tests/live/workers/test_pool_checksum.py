@@ -6,9 +6,9 @@ import anyio
 import numpy as np
 import pytest
 
+from bench.common.audio import expected_checksum
 from shared.errors import StreamClosedError, WorkerError
 from shared.settings import PoolSettings, Transport
-from tests.helpers.worker_checksums import expected_checksum
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
 

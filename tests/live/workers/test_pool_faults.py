@@ -16,6 +16,7 @@ import anyio
 import numpy as np
 import pytest
 
+from bench.common.audio import expected_checksum
 from shared.errors import WorkerError
 from shared.messages import StreamOptions, StreamResult
 from shared.settings import PoolSettings
@@ -28,7 +29,6 @@ from tests.helpers.failing_engine import (
     UNREADABLE,
     marked,
 )
-from tests.helpers.worker_checksums import expected_checksum
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import ResultObserver, WorkerPool
 
@@ -89,7 +89,7 @@ def test_a_worker_killed_with_commands_waiting_is_replaced_and_the_pool_goes_on(
             import os, signal
             import anyio, numpy as np
             from shared.settings import PoolSettings
-            from tests.helpers.worker_checksums import expected_checksum
+            from bench.common.audio import expected_checksum
             from workers.pool import WorkerPool
 
             async def main() -> None:

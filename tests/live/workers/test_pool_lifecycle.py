@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from anyio import wait_all_tasks_blocked
 
+from bench.common.audio import expected_checksum
 from shared.errors import WorkerError, WorkerLoadError
 from shared.settings import PoolSettings
-from tests.helpers.worker_checksums import expected_checksum
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 

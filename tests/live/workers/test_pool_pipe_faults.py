@@ -19,11 +19,11 @@ import anyio
 import numpy as np
 import pytest
 
+from bench.common.audio import expected_checksum
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import CLOSE_COMMANDS, marked
-from tests.helpers.worker_checksums import expected_checksum
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream

@@ -17,7 +17,7 @@ import subprocess
 import numpy as np
 from shared.errors import WorkerLoadError
 from shared.settings import PoolSettings
-from tests.helpers.worker_checksums import expected_checksum
+from bench.common.audio import expected_checksum
 from workers.pool import WorkerPool
 
 async def main():
@@ -66,7 +66,7 @@ import logging, signal
 import numpy as np
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
-from tests.helpers.worker_checksums import expected_checksum
+from bench.common.audio import expected_checksum
 from workers.pool import WorkerPool
 
 failures = []

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from bench.common.net import free_port
 from gateway.app import create_app
 from gateway.settings import TranscribeSettings
 from tests.helpers.checksums import checksum
 from tests.helpers.transcription import SETTINGS, counted, message_of, refused, upload
-from tests.helpers.uvicorn_server import free_port
 from tests.helpers.wav import speech, wav_bytes
 
 

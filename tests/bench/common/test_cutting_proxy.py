@@ -14,7 +14,7 @@ import pytest
 from anyio import BrokenResourceError, EndOfStream
 from anyio.abc import SocketAttribute, SocketStream
 
-from tests.helpers.cutting_proxy import (
+from bench.common.cutting_proxy import (
     Cut,
     CuttingProxy,
     cut_for,

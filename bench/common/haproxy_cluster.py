@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers.uvicorn_server import ROOT, UVICORN, free_port
+from bench.common import ROOT
+from bench.common.gateway import UVICORN
+from bench.common.net import free_port
 from workers.ipc.slab import SLAB_PREFIX
 
 HAPROXY = shutil.which("haproxy")
