@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench import ws_load
+from bench.common import procfs
 from bench.raw_ceiling import measure
-from bench.run import Config, Gateway, _children
+from bench.run import Config, start_gateway
 
 CHUNK_S = 0.6
 
@@ -90,10 +91,10 @@ def under_bar(point: LoadPoint, args: argparse.Namespace) -> bool:
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    try:
+        return procfs.rss_mib(pid)
+    except ProcessLookupError:
+        return float("nan")
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -110,8 +111,8 @@ def run(args: argparse.Namespace) -> Report:
     url = args.url
     if url is None:
         env = dict(item.split("=", 1) for item in args.env.split(";") if item)
-        gateway = Gateway(Config(args.name, env))
-        url = f"ws://127.0.0.1:{gateway.port}/"
+        gateway = start_gateway(Config(args.name, env))
+        url = gateway.url
     try:
         if args.saturation:
             report.saturation = load_point(url, args.saturation, args, "uniform", fast=True)
@@ -132,11 +133,7 @@ def run(args: argparse.Namespace) -> Report:
                 three_quarters = max(1, round(0.75 * capacity))
                 report.at_75[arrivals] = load_point(url, three_quarters, args, arrivals, False)
         if gateway is not None:
-            report.worker_rss_mib = [
-                rss_mib(pid)
-                for pid in _children(gateway.process.pid)
-                if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-            ]
+            report.worker_rss_mib = [rss_mib(pid) for pid in procfs.workers(gateway.pid)]
     finally:
         if gateway is not None:
             gateway.stop()

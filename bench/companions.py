@@ -16,9 +16,9 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 
+from bench.common.audio import speech_and_pauses
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
@@ -28,19 +28,6 @@ from workers.engines.paraformer_offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
 
 PIECE = 960  # 60 ms
-
-
-def speech_and_pauses(seconds: float, seed: int) -> np.ndarray:
-    """Alternating 1.5 s of tone-and-noise and 1 s of near-silence."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 16000)) / 16000
-    loud = (t % 2.5) < 1.5
-    signal = np.where(
-        loud,
-        9000 * np.sin(2 * np.pi * 220 * t) + 1500 * rng.standard_normal(t.size),
-        30 * rng.standard_normal(t.size),
-    )
-    return signal.astype(np.int16)
 
 
 def vad_cost(model: str, cache: str, streams: int, seconds: float) -> None:

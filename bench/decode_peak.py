@@ -18,11 +18,8 @@ import numpy as np
 # VmHWM, not ru_maxrss: a child's ru_maxrss starts from its forking parent's peak.
 MEASURE = """
 import sys
+from bench.common.procfs import peak_rss_kib as peak_kib
 from gateway.files.request import decode_wav
-
-def peak_kib():
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 data = open(sys.argv[1], "rb").read()
 before = peak_kib()

@@ -329,11 +329,12 @@ def fidelity_step(args: argparse.Namespace) -> StepRecord:
     different lengths (``bench.onnx_fidelity``'s audio): the ONNX engine batched as the
     worker runs it; the PyTorch engine (the fallback) one stream at a time, as it runs."""
     started = time.monotonic()
-    from bench.onnx_fidelity import alone, batched, speech_like
+    from bench.common.audio import chunks_of_tone
+    from bench.onnx_fidelity import alone, batched
 
     key = KEYS[f"fidelity-{args.precision}"]
     model_dir = Path(args.model)
-    audios = [speech_like(100 + s) for s in range(args.streams)]
+    audios = [chunks_of_tone(100 + s) for s in range(args.streams)]
     cpu_engine: Any
     device_engine: Any
     data: dict[str, Any] = {"engine": args.engine, "precision": args.precision}

@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.common import procfs
+from bench.common.gateway import GATEWAY, QUIET, Gateway, NotReady, start
 from bench.device_records import KEYS, PYTHON, ROOT, Row, Status, StepRecord, write_record
 
 READY_TIMEOUT_S = 240.0
@@ -72,25 +69,17 @@ def gpu_memory_by_pid() -> dict[int, float]:
 
 def rss_mib(pid: int) -> float | None:
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+        return procfs.rss_mib(pid)
+    except ProcessLookupError:
         return None
-    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-    return int(match.group(1)) / 1024 if match else None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def readyz(port: int) -> dict[str, Any] | None:
+def readyz(server: Gateway | None) -> dict[str, Any] | None:
+    """``/readyz``'s body, or None where the server is not there or does not answer."""
+    if server is None:
+        return None
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            body: dict[str, Any] = json.loads(response.read())
-            return body if response.status == 200 else None
+        return server.readyz()
     except (OSError, ValueError):
         return None
 
@@ -226,14 +215,14 @@ class _GatewayRun:
     def __init__(self, args: argparse.Namespace, env: dict[str, str]) -> None:
         self.args, self.env = args, env
         self.started = time.monotonic()
-        self.port = free_port()
+        self.port = 0  # the server's, once started
         shown_env = " ".join(f"{k}={v}" for k, v in env.items())
         self.command = f"{shown_env} {PYTHON} -m gateway --port PORT"
         self.ready_s = 0.0
         self.at_ready: list[dict[str, Any]] = []
         self.rows: list[Row] = []
         self.levels: list[dict[str, Any]] = []
-        self.server: subprocess.Popen[bytes] | None = None
+        self.server: Gateway | None = None
         self._log = args.work / "gateway.log"
 
     def _write(
@@ -246,32 +235,17 @@ class _GatewayRun:
         """Start the server and wait for /readyz; record the placement."""
         self._write("placement", "failed", [], {"env": self.env}, "not ready")
         self._write("sweep", "failed", [], {}, "not run: the gateway did not start")
-        with self._log.open("w") as log:
-            self.server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gateway",
-                    "--port",
-                    str(self.port),
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=ROOT,
-                env={**os.environ, **self.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
+        limit = max(1.0, min(READY_TIMEOUT_S, self.args.deadline - time.time()))
+        try:
+            self.server = start(
+                self.env, log=self._log, entry=GATEWAY, options=QUIET, ready_timeout=limit
             )
-        limit = time.monotonic() + min(READY_TIMEOUT_S, self.args.deadline - time.time())
-        ready = None
-        while ready is None and self.server.poll() is None and time.monotonic() < limit:
-            time.sleep(0.5)
-            ready = readyz(self.port)
-        if ready is None:
-            tail = self._log.read_text()[-600:]
-            note = f"no /readyz 200 (exit code {self.server.poll()}): {tail}"
+        except NotReady as error:
+            note = f"no /readyz 200 (exit code {error.code}): {error.tail[-600:]}"
             self._write("placement", "failed", [], {"env": self.env}, note)
             return False
+        self.port = self.server.port
+        ready = self.server.readyz()
         self.ready_s = time.monotonic() - self.started
         self.at_ready = placement(ready["workers"])
         print(f"ready in {self.ready_s:.0f} s: {_describe(self.at_ready)}")
@@ -323,18 +297,12 @@ class _GatewayRun:
                 break
         status: Status = "ok" if self.rows else "failed"
         self._write("sweep", status, self.rows, {"levels": self.levels}, stopped)
-        final = readyz(self.port)
+        final = readyz(self.server)
         self._write_placement(placement(final["workers"]) if final else None)
 
     def stop(self) -> None:
-        server = self.server
-        if server is not None and server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        if self.server is not None:
+            self.server.stop()
 
 
 def _level_row(

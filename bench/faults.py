@@ -2,7 +2,7 @@
 
 ``tests/live/gateway/test_faults.py`` and ``tests/live/workers/test_pool_lifecycle.py`` check what
 each fault does, with bounds that only catch a hang; this measures how soon. The gateway
-is ``uvicorn gateway.app:app`` with the checksum engine (``bench.run.Gateway``).
+is ``uvicorn gateway.app:app`` with the checksum engine (``bench.common.gateway.served``).
 
 - ``sigkill``: two workers; each round, ``--sessions`` sessions open one by one (the
   least-loaded worker alternates), each sends a config and a 600 ms chunk and reads its
@@ -31,7 +31,6 @@ import random
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -40,16 +39,17 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common import procfs
+from bench.common.gateway import Gateway, served
+from bench.common.messages import END
+from bench.common.procfs import rss_mib
 from bench.common.stats import distribution
-from bench.run import Config, Gateway
-from bench.soak import readyz
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool
 
 CHUNK = 19200  # bytes: one 600 ms chunk of the config below
 CONFIG = json.dumps({"mode": "online", "chunk_size": [5, 10, 5], "wav_name": "fault"})
-END = json.dumps({"is_speaking": False})
 STEP_TIMEOUT_S = 1.0
 PLACES = 32  # ASR_MAX_SESSIONS of the overload case
 
@@ -99,10 +99,10 @@ async def through_a_fault(
         seen[index] = (worker, await error_seen(ws))
 
 
-async def wait_replaced(http: str, restarts: int) -> None:
+async def wait_replaced(gateway: Gateway, restarts: int) -> None:
     with anyio.fail_after(60):
         while True:
-            status = await anyio.to_thread.run_sync(readyz, http)
+            status = await anyio.to_thread.run_sync(gateway.readyz)
             workers = status["workers"]
             if (
                 status["sessions"]["active"] == 0
@@ -117,12 +117,12 @@ async def worker_lost(fault: str, rounds: int, sessions: int) -> Row:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
     if fault == "hang":
         env["ASR_WORKER_STEP_TIMEOUT"] = f"{STEP_TIMEOUT_S:g}"
-    gateway = await anyio.to_thread.run_sync(Gateway, Config(fault, env))
-    url, http = f"ws://127.0.0.1:{gateway.port}/", f"http://127.0.0.1:{gateway.port}"
+    gateway = await anyio.to_thread.run_sync(served, env)
+    url = gateway.url
     seconds: list[float] = []
     try:
         for round_ in range(1, rounds + 1):
-            victim = (await anyio.to_thread.run_sync(readyz, http))["workers"][0]
+            victim = (await anyio.to_thread.run_sync(gateway.readyz))["workers"][0]
             seen: dict[int, Any] = {}
             struck = anyio.Event()
             with anyio.fail_after(60):
@@ -139,7 +139,7 @@ async def worker_lost(fault: str, rounds: int, sessions: int) -> Row:
                 if worker == victim["index"]:
                     assert at is not None, "a session of the lost worker got its final"
                     seconds.append(at - struck_at)
-            await wait_replaced(http, round_)
+            await wait_replaced(gateway, round_)
     finally:
         await anyio.to_thread.run_sync(gateway.stop)
     note = "SIGKILL" if fault == "sigkill" else f"SIGSTOP, step timeout {STEP_TIMEOUT_S:g} s"
@@ -147,7 +147,7 @@ async def worker_lost(fault: str, rounds: int, sessions: int) -> Row:
 
 
 def _stopped(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "T"
+    return procfs.state(pid) == "T"
 
 
 async def pool_hang(rounds: int) -> Row:
@@ -177,13 +177,6 @@ async def pool_hang(rounds: int) -> Row:
     return Row("pool hang", seconds, "send to a stopped worker -> WorkerError; timeout 1.312 s")
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise KeyError("VmRSS")
-
-
 async def admitted_or_refused(
     url: str, index: int, hold: anyio.Event, refused: list[float], all_refused: anyio.Event
 ) -> None:
@@ -209,18 +202,18 @@ async def admitted_or_refused(
 
 async def twice_the_places() -> tuple[Row, str]:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu", "ASR_MAX_SESSIONS": str(PLACES)}
-    gateway = await anyio.to_thread.run_sync(Gateway, Config("refused", env))
-    url = f"ws://127.0.0.1:{gateway.port}/"
+    gateway = await anyio.to_thread.run_sync(served, env)
+    url = gateway.url
     refused: list[float] = []
     try:
-        before = rss_mib(gateway.process.pid)
+        before = rss_mib(gateway.pid)
         hold, all_refused = anyio.Event(), anyio.Event()
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
                 for index in range(2 * PLACES):
                     group.start_soon(admitted_or_refused, url, index, hold, refused, all_refused)
                 await all_refused.wait()
-                peak = rss_mib(gateway.process.pid)
+                peak = rss_mib(gateway.pid)
                 hold.set()
     finally:
         await anyio.to_thread.run_sync(gateway.stop)

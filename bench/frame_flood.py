@@ -29,7 +29,6 @@ import multiprocessing
 import random
 import sys
 import time
-import zlib
 from dataclasses import asdict, dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -37,9 +36,11 @@ from typing import Any
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.audio import checksum
+from bench.common.gateway import Gateway, served
+from bench.common.messages import END
+from bench.common.procfs import cpu_seconds
 from bench.common.stats import distribution
-from bench.run import Config, Gateway
-from bench.transport import process_cpu_seconds
 
 FRAME = b"\x01\x02"
 AUDIO_FRAME_BYTES = 1920  # 60 ms, FunASR's framing
@@ -109,7 +110,7 @@ async def _session(url: str, seconds: float, utterance_s: float, seed: int) -> l
             for index, offset in enumerate(range(0, len(pcm), AUDIO_FRAME_BYTES)):
                 await asyncio.sleep(max(0.0, start + index * 0.06 - time.perf_counter()))
                 await ws.send(pcm[offset : offset + AUDIO_FRAME_BYTES])
-            await ws.send(json.dumps({"is_speaking": False}))
+            await ws.send(END)
             ended = time.perf_counter()
             while True:
                 message = json.loads(await ws.recv())
@@ -118,7 +119,7 @@ async def _session(url: str, seconds: float, utterance_s: float, seed: int) -> l
                 if message["is_final"]:
                     break
             latencies.append((time.perf_counter() - ended) * 1000)
-            expected = f"{len(pcm) // 2}:{zlib.crc32(pcm):08x}"
+            expected = checksum(pcm)
             if message["text"] != expected:
                 raise RuntimeError(f"a good session got {message['text']}, not {expected}")
     return latencies
@@ -134,14 +135,14 @@ async def _sessions(url: str, count: int, seconds: float, utterance_s: float) ->
 def latency_point(
     gateway: Gateway, name: str, flood_rate: float | None, args: argparse.Namespace
 ) -> dict[str, Any]:
-    url = f"ws://127.0.0.1:{gateway.port}/"
+    url = gateway.url
     flood = None
     if flood_rate is not None:
         flood = run_flood(url, flood_rate, args.seconds + 2 * args.utterance)
         time.sleep(0.5)  # flooding before the sessions start
-    cpu_before, wall_before = process_cpu_seconds(gateway.process.pid), time.perf_counter()
+    cpu_before, wall_before = cpu_seconds(gateway.pid), time.perf_counter()
     latencies = asyncio.run(_sessions(url, args.sessions, args.seconds, args.utterance))
-    cpu = process_cpu_seconds(gateway.process.pid) - cpu_before
+    cpu = cpu_seconds(gateway.pid) - cpu_before
     wall = time.perf_counter() - wall_before
     flooded = flood_result(*flood) if flood is not None else None
     final = distribution(latencies)
@@ -170,14 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"argv": sys.argv}
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_MAX_SESSIONS": "256"}
-    capped = Gateway(Config("capped", env))
+    capped = served(env)
     try:
-        url = f"ws://127.0.0.1:{capped.port}/"
+        url = capped.url
         floods: list[Flood] = []
-        cpu_before = process_cpu_seconds(capped.process.pid)
+        cpu_before = cpu_seconds(capped.pid)
         for _ in range(args.floods):
             floods.append(flood_result(*run_flood(url, 0.0, 30.0)))
-        cpu = process_cpu_seconds(capped.process.pid) - cpu_before
+        cpu = cpu_seconds(capped.pid) - cpu_before
         report["closed"] = {
             "floods": len(floods),
             "codes": sorted({flood.code for flood in floods}, key=str),
@@ -196,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
     finally:
         capped.stop()
-    uncapped = Gateway(Config("uncapped", {**env, "ASR_MAX_FRAMES_PER_SECOND": "1e9"}))
+    uncapped = served({**env, "ASR_MAX_FRAMES_PER_SECOND": "1e9"})
     try:
-        url = f"ws://127.0.0.1:{uncapped.port}/"
-        cpu_before, wall_before = process_cpu_seconds(uncapped.process.pid), time.perf_counter()
+        url = uncapped.url
+        cpu_before, wall_before = cpu_seconds(uncapped.pid), time.perf_counter()
         flood = flood_result(*run_flood(url, 0.0, args.seconds))
-        cpu = process_cpu_seconds(uncapped.process.pid) - cpu_before
+        cpu = cpu_seconds(uncapped.pid) - cpu_before
         wall = time.perf_counter() - wall_before
         report["uncapped"] = {
             "frames_per_s": round(flood.sent / flood.seconds),

@@ -32,7 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from bench import ws_load
 from bench.common.haproxy_cluster import Cluster, haproxy_cluster
 from bench.common.messages import config
-from bench.transport import process_cpu_seconds
+from bench.common.procfs import cpu_seconds
 
 PLACES = 16
 INTER_S = 0.5  # the shipped config's default
@@ -108,8 +108,8 @@ class LoadPoint:
 def _load(cluster: Cluster, url: str, path: str, streams: int, seconds: float) -> LoadPoint:
     replicas = [r for r in cluster.replicas.values() if r.process is not None]
     pids = [r.process.pid for r in replicas if r.process is not None]
-    gateway_before = sum(process_cpu_seconds(pid) for pid in pids)
-    haproxy_before = process_cpu_seconds(cluster.process.pid)
+    gateway_before = sum(cpu_seconds(pid) for pid in pids)
+    haproxy_before = cpu_seconds(cluster.process.pid)
     args = ws_load.parse_args(
         [
             *("--url", url, "--streams", str(streams), "--seconds", str(seconds)),
@@ -126,10 +126,10 @@ def _load(cluster: Cluster, url: str, path: str, streams: int, seconds: float) -
         chunk_p50_ms=round(summary.chunk_latency_ms.p50, 1),
         chunk_p95_ms=round(summary.chunk_latency_ms.p95, 1),
         gateway_process_cpu_s_per_audio_h=round(
-            (sum(process_cpu_seconds(pid) for pid in pids) - gateway_before) / hours, 1
+            (sum(cpu_seconds(pid) for pid in pids) - gateway_before) / hours, 1
         ),
         haproxy_cpu_s_per_audio_h=round(
-            (process_cpu_seconds(cluster.process.pid) - haproxy_before) / hours, 1
+            (cpu_seconds(cluster.process.pid) - haproxy_before) / hours, 1
         ),
     )
 

@@ -16,20 +16,13 @@ import json
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import websockets
 
-from bench.run import Config, Gateway
+from bench.common.gateway import served
+from bench.common.procfs import rss_mib
 
 FRAME_BYTES = 64000  # 2 s of 16 kHz int16 per frame
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise KeyError("VmRSS")
 
 
 async def hold(
@@ -56,10 +49,10 @@ async def measure(args: argparse.Namespace) -> None:
     env = {"ASR_MODEL": "checksum", "ASR_MAX_SESSION_SECONDS": str(args.seconds + 60)}
     if args.budget is not None:
         env["ASR_MAX_BUFFERED_SECONDS"] = str(args.budget)
-    gateway = Gateway(Config("held", env))
+    gateway = served(env)
     try:
-        url = f"ws://127.0.0.1:{gateway.port}/"
-        before = rss_mib(gateway.process.pid)
+        url = gateway.url
+        before = rss_mib(gateway.pid)
         outcomes: Counter[str] = Counter()
         settled = asyncio.Event()
         tasks = [
@@ -68,7 +61,7 @@ async def measure(args: argparse.Namespace) -> None:
         ]
         started = time.perf_counter()
         await settled.wait()
-        peak = rss_mib(gateway.process.pid)
+        peak = rss_mib(gateway.pid)
         seconds = time.perf_counter() - started
         for task in tasks:
             task.cancel()

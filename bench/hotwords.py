@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.offline_batch import clips
+from bench.common.audio import clips
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings

@@ -10,25 +10,18 @@ worker's peak RSS (VmHWM), for each ``--segment`` (``ASR_MAX_SEGMENT_SECONDS``):
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
-import soundfile
 
-from bench.run import Config, Gateway
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise KeyError("VmHWM")
+from bench.common.audio import wav_file
+from bench.common.gateway import served
+from bench.common.procfs import peak_rss_mib
+from bench.run import READY_TIMEOUT_S
 
 
 def long_wav(seconds: float) -> bytes:
@@ -37,9 +30,7 @@ def long_wav(seconds: float) -> bytes:
     t = np.arange(int(seconds * rate)) / rate
     audio = 6000 * np.sin(2 * np.pi * 220 * t) + 1500 * rng.standard_normal(t.size)
     audio[(t % 7.0) > 6.4] = 0.0  # a 0.6 s pause every 7 s
-    buffer = io.BytesIO()
-    soundfile.write(buffer, audio.astype(np.int16), rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
+    return wav_file(audio.astype(np.int16), rate)
 
 
 def post(url: str, wav: bytes) -> tuple[int, dict[str, object]]:
@@ -72,18 +63,17 @@ def one(args: argparse.Namespace, segment: float, wav: bytes) -> str:
         "ASR_TRANSCRIBE_MAX_BYTES": str(len(wav) + (1 << 20)),
         "ASR_UPLOAD_TIMEOUT": "600",
     }
-    gateway = Gateway(Config(f"segment {segment:g}", env))
+    gateway = served(env, ready_timeout=READY_TIMEOUT_S)
     try:
-        http = f"http://127.0.0.1:{gateway.port}"
-        with urllib.request.urlopen(f"{http}/readyz", timeout=5) as response:
-            worker = json.load(response)["offline_workers"][0]["pid"]
+        http = gateway.http
+        worker = gateway.readyz()["offline_workers"][0]["pid"]
         before = peak_rss_mib(worker)
         started = time.perf_counter()
         status, body = post(f"{http}/v1/transcribe", wav)
         seconds = time.perf_counter() - started
         try:
             peak = f"{peak_rss_mib(worker):.0f} MiB"
-        except FileNotFoundError:
+        except ProcessLookupError:
             peak = "(worker gone)"
         detail = f"{len(str(body.get('text', '')))} chars" if status == 200 else body
         return (

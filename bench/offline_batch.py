@@ -16,23 +16,13 @@ import time
 
 import numpy as np
 
+from bench.common.audio import clips
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
-
-
-def clips(count: int, seconds: float, mixed: bool) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(count):
-        length = seconds * (0.5 + rng.random()) if mixed else seconds
-        t = np.arange(int(length * 16000)) / 16000
-        tone = 3000 * np.sin(2 * np.pi * (200 + 30 * i) * t)
-        out.append((tone + 1500 * rng.standard_normal(t.size)).astype(np.int16))
-    return out
 
 
 def run(engine: ParaformerOfflineEngine, audio: list[np.ndarray], batch: int) -> float:

@@ -24,11 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from bench.common import procfs
+from bench.common.audio import clips
 from shared.engines import Precision
 
 RUNTIMES: dict[str, tuple[str, Precision]] = {
@@ -38,21 +37,9 @@ RUNTIMES: dict[str, tuple[str, Precision]] = {
 }
 
 
-def clips(count: int, seconds: float) -> list[np.ndarray]:
-    """Speech-like clips (a tone with noise), all of one length: one group per step."""
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(count):
-        t = np.arange(int(seconds * 16000)) / 16000
-        tone = 3000 * np.sin(2 * np.pi * (200 + 30 * i) * t)
-        out.append((tone + 1500 * rng.standard_normal(t.size)).astype(np.int16))
-    return out
-
-
 def _memory_kb() -> tuple[int, int]:
     """This process's resident memory now and at its peak (VmRSS, VmHWM), in kB."""
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+    return procfs.rss_kib(), procfs.peak_rss_kib()
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common.audio import chunks_of_tone
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
@@ -32,14 +33,6 @@ from workers.models.resolve import resolve_model
 CHUNK = 9600
 OPTIONS = StreamOptions(chunk_size=(5, 10, 5), encoder_chunk_look_back=0, decoder_chunk_look_back=0)
 Engine = ParaformerOnnxEngine | ParaformerStreamingEngine
-
-
-def speech_like(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 9)) * CHUNK + int(rng.integers(0, CHUNK))
-    t = np.arange(n) / 16000
-    tone = 3000 * (1 + seed % 3) * np.sin(2 * np.pi * (150 + 40 * (seed % 10)) * t)
-    return (tone + 1500 * rng.standard_normal(n)).astype(np.int16)
 
 
 def pieces(audio: np.ndarray) -> list[np.ndarray]:
@@ -81,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     resolved = resolve_model(args.model, PoolSettings().model_cache_dir)
     assert resolved.model_dir is not None
     model_dir = Path(resolved.model_dir)
-    audios = [speech_like(100 + s) for s in range(args.streams)]
+    audios = [chunks_of_tone(100 + s) for s in range(args.streams)]
     fp32 = ParaformerOnnxEngine(model_dir, "fp32", "cpu", 1)
     int8 = ParaformerOnnxEngine(model_dir, "int8", "cpu", 1)
     torch_engine = ParaformerStreamingEngine.load(

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import resource
 import sys
 import time
 from multiprocessing.connection import Connection
 
-from bench.transport import process_cpu_seconds
+from bench.common.procfs import cpu_seconds, own_cpu_seconds
 
 MESSAGE = b"x" * 40  # the size of our command header
 
@@ -30,11 +29,6 @@ def _echo(commands: Connection, answers: Connection, round_trips: int) -> None:
         answers.send_bytes(MESSAGE)
 
 
-def _self_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measure(round_trips: int, pause_s: float) -> tuple[float, float]:
     """CPU µs per round trip: (parent, child). The parent's includes its ``sleep`` calls."""
     context = multiprocessing.get_context("spawn")
@@ -44,14 +38,14 @@ def measure(round_trips: int, pause_s: float) -> tuple[float, float]:
     child.start()
     assert child.pid is not None
     time.sleep(1.0)  # past the child's start-up
-    parent_before, child_before = _self_cpu(), process_cpu_seconds(child.pid)
+    parent_before, child_before = own_cpu_seconds(), cpu_seconds(child.pid)
     for _ in range(round_trips):
         commands_out.send_bytes(MESSAGE)
         answers_in.poll(5.0)
         answers_in.recv_bytes()
         time.sleep(pause_s)
-    parent = _self_cpu() - parent_before
-    child_cpu = process_cpu_seconds(child.pid) - child_before
+    parent = own_cpu_seconds() - parent_before
+    child_cpu = cpu_seconds(child.pid) - child_before
     child.join()
     return parent / round_trips * 1e6, child_cpu / round_trips * 1e6
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import procfs
 from workers.engines.onnx_files import punc_up_to_date
 from workers.models.synthetic_base import LARGE_VOCAB, build_tokens
 
@@ -39,14 +40,6 @@ def texts_of(chars: int, count: int) -> list[str]:
     return ["".join(rng.choice(characters, chars)) for _ in range(count)]
 
 
-def rss_mib(field: str) -> float:
-    """This process's ``VmRSS`` or ``VmHWM`` (its peak), in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(field)
-
-
 def child(runtime: str, model_dir: str, threads: int, count: int, lengths: list[int]) -> None:
     """One runtime's measurements, as one JSON line on stdout."""
     from workers.engines.punctuation import load_punctuator
@@ -56,7 +49,7 @@ def child(runtime: str, model_dir: str, threads: int, count: int, lengths: list[
     report: dict[str, object] = {
         "runtime": runtime,
         "load_s": time.perf_counter() - started,
-        "rss_loaded_mib": rss_mib("VmRSS"),
+        "rss_loaded_mib": procfs.rss_mib(),
         "torch_imported": "torch" in sys.modules,
     }
     digest = hashlib.sha256()
@@ -79,7 +72,7 @@ def child(runtime: str, model_dir: str, threads: int, count: int, lengths: list[
             "p90_ms": statistics.quantiles(alone, n=10)[-1],
             "batched_ms_per_text": batched_ms,
         }
-    report["rss_peak_mib"] = rss_mib("VmHWM")
+    report["rss_peak_mib"] = procfs.peak_rss_mib()
     report["digest"] = digest.hexdigest()
     print(json.dumps(report))
 

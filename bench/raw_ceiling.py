@@ -25,10 +25,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 
 import numpy as np
 
+from bench.common import procfs
 from shared.engines import Precision
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
@@ -91,11 +91,7 @@ def _drive(
         engine.feed(items)
         chunks += streams
     wall = time.perf_counter() - started
-    rss_kib = next(
-        int(line.split()[1])
-        for line in Path("/proc/self/status").read_text().splitlines()
-        if line.startswith("VmRSS:")
-    )
+    rss_kib = procfs.rss_kib()
     results.put((chunks * CHUNK_SAMPLES / 16000, wall, wall / chunks * 1000, rss_kib / 1024))
 
 

@@ -57,10 +57,10 @@ import numpy.typing as npt
 import soxr
 import websockets
 
+from bench.common.audio import expected_checksum, load_audio
 from bench.common.gateway import serve
+from bench.common.procfs import cpu_seconds, parent
 from bench.common.stats import Distribution, distribution
-from bench.transport import process_cpu_seconds
-from bench.ws_load import expected_checksum, load_audio
 from shared.gc_tuning import latency_tuned_gc
 
 Endpoint = Literal["funasr", "openai"]
@@ -297,9 +297,9 @@ class Target:
 
     def cpu(self) -> tuple[float, float]:
         """CPU seconds so far of the gateway process and of its workers (nan: not here)."""
-        gateway = process_cpu_seconds(self.gateway_pid) if self.gateway_pid else float("nan")
+        gateway = cpu_seconds(self.gateway_pid) if self.gateway_pid else float("nan")
         try:
-            workers = sum(process_cpu_seconds(pid) for pid in self.worker_pids)
+            workers = sum(cpu_seconds(pid) for pid in self.worker_pids)
         except OSError:
             workers = float("nan")
         return gateway, workers
@@ -425,7 +425,7 @@ def _worker_pids(http: str) -> tuple[int, ...]:
 
 def _parent_pid(pid: int) -> int | None:
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return parent(pid)
     except OSError:
         return None  # not on this machine
 
@@ -446,7 +446,7 @@ async def gateway(args: argparse.Namespace) -> AsyncIterator[Target]:
     }
     with tempfile.TemporaryDirectory() as logs:
         async with serve(env, Path(logs) / "gateway.log") as server:
-            yield Target(server.url, server.pid, _worker_pids(server.http))
+            yield Target(server.url, server.pid, server.worker_pids())
 
 
 async def measure(args: argparse.Namespace) -> list[LoadRun]:

@@ -42,8 +42,11 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from bench.common.audio import checksum
+from bench.common.gateway import Gateway, served
+from bench.common.messages import END
+from bench.common.procfs import peak_rss_kib, reset_peak_rss, rss_kib
 from bench.common.stats import Distribution, distribution
-from bench.run import Config, Gateway
 
 REALTIME_PATH = "v1/realtime?intent=transcription"
 FRAME_SAMPLES = 1600  # 100 ms at 16 kHz
@@ -83,18 +86,6 @@ class Report:
     victims_verified: int
     victims_failed: int
     hostile: list[dict[str, Any]]
-
-
-def rss_bytes(pid: int, field_name: str = "VmRSS") -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field_name} for {pid}")
-
-
-def reset_peak_rss(pid: int) -> None:
-    """VmHWM from now on (Linux's clear_refs)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 # -- the hostile process -------------------------------------------------------------------
@@ -186,9 +177,9 @@ async def victim(url: str, seed: int, until: float, samples: Samples) -> None:
             if frames % FRAMES_PER_CHUNK == 0:
                 sent_at[len(sent) // 2] = time.monotonic()
             await asyncio.sleep(max(0.0, start + frames * 0.1 - time.monotonic()))
-        await ws.send(json.dumps({"is_speaking": False}))
+        await ws.send(END)
         final = await asyncio.wait_for(reader, 60)
-    if final == f"{len(sent) // 2}:{zlib.crc32(sent):08x}":
+    if final == checksum(sent):
         samples.victims_verified += 1
     else:
         samples.victims_failed += 1
@@ -205,23 +196,23 @@ async def probe(http: str, until: float, samples: Samples) -> None:
 
 async def rss_sampler(pid: int, until: float, samples: Samples) -> None:
     while time.monotonic() < until:
-        samples.rss.append((time.monotonic(), rss_bytes(pid)))
+        samples.rss.append((time.monotonic(), rss_kib(pid) * 1024))
         await asyncio.sleep(RSS_INTERVAL_S)
 
 
 async def measure(args: argparse.Namespace, gateway: Gateway, events: list[str]) -> Report:
     samples = Samples()
-    ws_url = f"ws://127.0.0.1:{gateway.port}/"
+    ws_url = gateway.url
     start = time.monotonic()
     until = start + args.seconds
     hostile_at = start + args.calm
     tasks = [
         asyncio.create_task(victim(ws_url, seed, until, samples)) for seed in range(args.victims)
     ]
-    tasks.append(asyncio.create_task(probe(f"http://127.0.0.1:{gateway.port}", until, samples)))
-    tasks.append(asyncio.create_task(rss_sampler(gateway.process.pid, until, samples)))
+    tasks.append(asyncio.create_task(probe(gateway.http, until, samples)))
+    tasks.append(asyncio.create_task(rss_sampler(gateway.pid, until, samples)))
     await asyncio.sleep(hostile_at - time.monotonic())
-    reset_peak_rss(gateway.process.pid)
+    reset_peak_rss(gateway.pid)
     receiver, sender = multiprocessing.get_context("spawn").Pipe(duplex=False)
     process = multiprocessing.get_context("spawn").Process(
         target=_hostile_main,
@@ -230,7 +221,7 @@ async def measure(args: argparse.Namespace, gateway: Gateway, events: list[str])
     process.start()
     hostile: list[dict[str, Any]] = await asyncio.to_thread(receiver.recv)
     await asyncio.to_thread(process.join)
-    hwm = rss_bytes(gateway.process.pid, "VmHWM")
+    hwm = peak_rss_kib(gateway.pid) * 1024
     await asyncio.gather(*tasks)
 
     def split(series: list[tuple[float, float]]) -> tuple[Distribution, Distribution]:
@@ -277,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         events = hostile_update(args.mib)
     else:
         events = hostile_appends(args.format, args.append_seconds, args.appends)
-    gateway = Gateway(Config("hostile", {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}))
+    gateway = served({"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"})
     try:
         report = asyncio.run(measure(args, gateway, events))
     finally:

@@ -26,12 +26,12 @@ from typing import Any
 import anyio
 from websockets.asyncio.client import connect
 
-from bench.capacity import rss_mib
 from bench.common.audio import checksum
 from bench.common.cutting_proxy import CuttingProxy, cutting_proxy, random_cuts
+from bench.common.gateway import Gateway, served
 from bench.common.messages import config
+from bench.common.procfs import rss_mib
 from bench.common.stats import distribution
-from bench.run import Config, Gateway
 from gateway.client import Transcript, transcribe
 
 RATE = 16_000
@@ -93,9 +93,9 @@ def _recovery_times(proxy: CuttingProxy, session_frames: list[float]) -> list[fl
     return times
 
 
-async def _parked(gateway: Gateway, port: int, count: int) -> dict[str, Any]:
-    before = rss_mib(gateway.process.pid)
-    url = f"ws://127.0.0.1:{port}/"
+async def _parked(gateway: Gateway, count: int) -> dict[str, Any]:
+    before = rss_mib(gateway.pid)
+    url = gateway.url
     for _ in range(count):
         websocket = await connect(url, compression=None)
         await websocket.send(config(resumable=True))
@@ -108,7 +108,7 @@ async def _parked(gateway: Gateway, port: int, count: int) -> dict[str, Any]:
                 received += 1
         websocket.transport.abort()
     await anyio.sleep(1.0)
-    with_parked = rss_mib(gateway.process.pid)
+    with_parked = rss_mib(gateway.pid)
     return {
         "parked": count,
         "rss_before_mib": before,
@@ -126,11 +126,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here too")
     args = parser.parse_args()
     env = {**ENV, "ASR_MAX_PARKED_SESSIONS": str(max(args.parked, args.sessions))}
-    gateway = Gateway(Config("resume", env))
+    gateway = served(env)
     try:
         report = {
             "cuts": anyio.run(_cut_sessions, gateway.port, args),
-            "parked": anyio.run(_parked, gateway, gateway.port, args.parked),
+            "parked": anyio.run(_parked, gateway, args.parked),
         }
     finally:
         gateway.stop()

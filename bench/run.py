@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import ws_load
-from bench.transport import process_cpu_seconds
+from bench.common.gateway import Gateway, NotReady, served
+from bench.common.procfs import family_cpu_seconds
+from bench.common.report import spread
 
 READY_TIMEOUT_S = 600.0  # synthetic:large is built on first use
 
@@ -66,75 +62,12 @@ def parse_config(text: str) -> Config:
     return Config(name, env)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Gateway:
-    """``uvicorn gateway.app:app`` in a subprocess, stopped with SIGTERM."""
-
-    def __init__(self, config: Config) -> None:
-        self.port = free_port()
-        # Served as the README serves: WebSocket compression off (PCM does not compress);
-        # a configuration may set UVICORN_WS_PER_MESSAGE_DEFLATE=true to measure it on.
-        env = {**os.environ, "UVICORN_WS_PER_MESSAGE_DEFLATE": "false", **config.env}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "gateway.app:app",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-        )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self._ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise SystemExit(f"the gateway for {config.name} did not become ready")
-            time.sleep(0.2)
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def cpu_seconds(self) -> float:
-        """CPU of the server process and its live children (the workers)."""
-        pids = [self.process.pid, *_children(self.process.pid)]
-        total = 0.0
-        for pid in pids:
-            try:
-                total += process_cpu_seconds(pid)
-            except FileNotFoundError:
-                pass
-        return total
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def _children(pid: int) -> list[int]:
+def start_gateway(config: Config) -> Gateway:
+    """The gateway as the benchmarks serve it, with ``config``'s variables."""
     try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except FileNotFoundError:
-        return []
-    return [int(p) for p in text.split()]
+        return served(config.env, ready_timeout=READY_TIMEOUT_S)
+    except NotReady as error:
+        raise SystemExit(f"the gateway for {config.name} did not become ready: {error}") from None
 
 
 def run_point(
@@ -143,7 +76,7 @@ def run_point(
     load_args = ws_load.parse_args(
         [
             "--url",
-            f"ws://127.0.0.1:{gateway.port}/",
+            gateway.url,
             "--streams",
             str(streams),
             "--seconds",
@@ -159,9 +92,9 @@ def run_point(
             args.arrivals,
         ]
     )
-    cpu_before = gateway.cpu_seconds()
+    cpu_before = family_cpu_seconds(gateway.pid)
     summary, _ = ws_load.run(load_args)
-    server_cpu = gateway.cpu_seconds() - cpu_before
+    server_cpu = family_cpu_seconds(gateway.pid) - cpu_before
     audio_hours = summary.audio_seconds / 3600
     return Point(
         config=config.name,
@@ -183,10 +116,6 @@ def run_point(
     )
 
 
-def _spread(values: list[float], fmt: str = ".1f") -> str:
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
-
-
 def markdown(points: list[Point]) -> str:
     lines = [
         "| config | streams | runs | errors | p50 chunk ms | p95 chunk ms (median, min-max)"
@@ -200,12 +129,12 @@ def markdown(points: list[Point]) -> str:
         lines.append(
             f"| {name} | {streams} | {len(runs)} | {sum(p.errors for p in runs)}"
             f" | {statistics.median(p.chunk_p50_ms for p in runs):.1f}"
-            f" | {_spread([p.chunk_p95_ms for p in runs])}"
-            f" | {_spread([p.chunk_p99_ms for p in runs])}"
+            f" | {spread([p.chunk_p95_ms for p in runs])}"
+            f" | {spread([p.chunk_p99_ms for p in runs])}"
             f" | {statistics.median(p.final_p95_ms for p in runs):.1f}"
-            f" | {_spread([p.server_cpu_s_per_audio_hour for p in runs], '.0f')}"
+            f" | {spread([p.server_cpu_s_per_audio_hour for p in runs], '.0f')}"
             f" | {statistics.median(p.client_cpu_s for p in runs):.1f}"
-            f" | {_spread([p.throughput_rt for p in runs], '.2f')} |"
+            f" | {spread([p.throughput_rt for p in runs], '.2f')} |"
         )
     return "\n".join(lines)
 
@@ -292,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(s) for s in args.streams.split(",")]
     points: list[Point] = []
     for config in args.config:
-        gateway = Gateway(config)
+        gateway = start_gateway(config)
         try:
             for streams in levels:
                 for repeat in range(args.repeat):

@@ -26,15 +26,14 @@ import os
 import random
 import sys
 import time
-import urllib.request
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import websockets
 
-from bench.run import Config, Gateway, _children
+from bench.common import procfs
+from bench.common.audio import checksum
+from bench.common.gateway import Gateway, served
 
 SAMPLE_RATE = 16000
 CHUNK_BYTES = 19200  # 600 ms, the default config's model chunk
@@ -92,39 +91,23 @@ class SoakReport:
         return not self.leaks and not self.failures
 
 
-def _proc_status(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
-def readyz(http: str) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"{http}/readyz", timeout=5) as response:
-            body: dict[str, Any] = json.load(response)
-    except urllib.error.HTTPError as error:  # 503 while a worker restarts: still a body
-        body = json.load(error)
-    return body
-
-
-def snapshot(gateway: Gateway, http: str) -> Snapshot:
+def snapshot(gateway: Gateway) -> Snapshot:
     """What the server process and its workers hold now."""
-    pids = [gateway.process.pid, *_children(gateway.process.pid)]
+    pids = procfs.family(gateway.pid)
     # Counted before asking /readyz: the server closes that request's socket only after
     # answering it, so counting after would race with it and see one descriptor too many.
     # The multiprocessing resource tracker is a child too; it is counted like the workers.
-    fds = sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
-    threads = sum(_proc_status(pid, "Threads") for pid in pids)
-    rss_mib = sum(_proc_status(pid, "VmRSS") for pid in pids) / 1024
-    status = readyz(http)
+    fds = sum(procfs.descriptors(pid) for pid in pids)
+    threads = sum(procfs.threads(pid) for pid in pids)
+    rss_mib = sum(procfs.rss_mib(pid) for pid in pids)
+    status = gateway.readyz()
     workers = status["workers"]
     return Snapshot(
         fds=fds,
         threads=threads,
         rss_mib=rss_mib,
         shm_segments=sum(
-            1 for name in os.listdir("/dev/shm") if name.startswith(f"asrgw_{gateway.process.pid}_")
+            1 for name in os.listdir("/dev/shm") if name.startswith(f"asrgw_{gateway.pid}_")
         ),
         sessions=status["sessions"]["active"],
         streams=sum(w["active_streams"] for w in workers),
@@ -134,20 +117,20 @@ def snapshot(gateway: Gateway, http: str) -> Snapshot:
     )
 
 
-async def settled_snapshot(gateway: Gateway, http: str, before: Snapshot) -> Snapshot:
+async def settled_snapshot(gateway: Gateway, before: Snapshot) -> Snapshot:
     """A snapshot, retaken for a few seconds while it shows more descriptors or threads than
     ``before``: a socket the server is still closing (the last aborted client's, our own
     /readyz request's) is not a leak, and a leak does not go away."""
-    after = snapshot(gateway, http)
+    after = snapshot(gateway)
     for _ in range(10):
         if after.fds <= before.fds and after.threads <= before.threads:
             break
         await asyncio.sleep(0.5)
-        after = snapshot(gateway, http)
+        after = snapshot(gateway)
     return after
 
 
-async def wait_quiet(http: str, timeout: float = 30.0) -> None:
+async def wait_quiet(gateway: Gateway, timeout: float = 30.0) -> None:
     """Until the server holds no session, stream or worker state and every slot is free.
 
     The workers report their state about once a second, so this waits at least that long.
@@ -155,7 +138,7 @@ async def wait_quiet(http: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     await asyncio.sleep(1.5)
     while time.monotonic() < deadline:
-        status = await asyncio.to_thread(readyz, http)
+        status = await asyncio.to_thread(gateway.readyz)
         workers = status["workers"]
         if (
             status["sessions"]["active"] == 0
@@ -165,10 +148,6 @@ async def wait_quiet(http: str, timeout: float = 30.0) -> None:
             return
         await asyncio.sleep(0.25)
     raise TimeoutError("the server still holds sessions or streams")
-
-
-def expected_checksum(pcm: bytes) -> str:
-    return f"{len(pcm) // 2}:{zlib.crc32(pcm):08x}"
 
 
 async def one_session(
@@ -211,8 +190,8 @@ async def one_session(
                         raise RuntimeError(f"{message['code']}: {message['message']}")
                     if message["is_final"]:
                         break
-                if message["text"] != expected_checksum(pcm):
-                    raise RuntimeError(f"final {message['text']} != {expected_checksum(pcm)}")
+                if message["text"] != checksum(pcm):
+                    raise RuntimeError(f"final {message['text']} != {checksum(pcm)}")
             return True
     except Exception as exc:
         failures.append(f"session {index} ({kind}): {type(exc).__name__}: {exc}")
@@ -220,7 +199,7 @@ async def one_session(
 
 
 async def run_sessions(
-    url: str, http: str, gateway: Gateway, args: argparse.Namespace
+    gateway: Gateway, args: argparse.Namespace
 ) -> tuple[dict[str, int], int, list[str], list[float]]:
     rng = random.Random(args.seed)
     kinds = rng.choices(KINDS, KIND_WEIGHTS, k=args.sessions)
@@ -234,7 +213,9 @@ async def run_sessions(
     async def guarded(index: int) -> None:
         nonlocal verified, done
         async with limit:
-            ok = await one_session(url, index, kinds[index], args.max_audio, args.fast, failures)
+            ok = await one_session(
+                gateway.url, index, kinds[index], args.max_audio, args.fast, failures
+            )
         verified += ok
         done += 1
         if not args.quiet:
@@ -242,7 +223,7 @@ async def run_sessions(
 
     async def sample_rss() -> None:
         while True:
-            rss_samples.append(snapshot(gateway, http).rss_mib)
+            rss_samples.append(snapshot(gateway).rss_mib)
             await asyncio.sleep(args.sample_interval)
 
     sampler = asyncio.create_task(sample_rss())
@@ -259,21 +240,20 @@ async def run_sessions(
 
 async def soak(args: argparse.Namespace) -> SoakReport:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu", **dict(args.env)}
-    gateway = Gateway(Config("soak", env))
+    gateway = served(env)
     try:
-        url = f"ws://127.0.0.1:{gateway.port}/"
-        http = f"http://127.0.0.1:{gateway.port}"
+        url = gateway.url
         # Warm-up: first sessions allocate what every later one reuses.
         warm_failures: list[str] = []
         for index in range(4):
             await one_session(url, -1 - index, "complete", 1.0, True, warm_failures)
-        await wait_quiet(http)
-        before = snapshot(gateway, http)
+        await wait_quiet(gateway)
+        before = snapshot(gateway)
         started = time.perf_counter()
-        by_kind, verified, failures, rss = await run_sessions(url, http, gateway, args)
+        by_kind, verified, failures, rss = await run_sessions(gateway, args)
         seconds = time.perf_counter() - started
-        await wait_quiet(http)
-        after = await settled_snapshot(gateway, http, before)
+        await wait_quiet(gateway)
+        after = await settled_snapshot(gateway, before)
         return SoakReport(
             args.sessions, by_kind, verified, warm_failures + failures, seconds, before, after, rss
         )

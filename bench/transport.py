@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import statistics
 import sys
 import time
-import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import anyio
 import numpy as np
 
+from bench.common.audio import expected_checksum
+from bench.common.procfs import cpu_seconds, own_cpu_seconds
 from shared.settings import PoolSettings, Transport
 from workers.pool import WorkerPool
 
 CHUNK_SAMPLES = 9600  # 600 ms at 16 kHz
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +40,6 @@ class TransportRun:
     latency_p95_ms: float
     latency_p99_ms: float
     wall_s: float
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def self_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -77,7 +64,7 @@ async def _one_stream(
                 await stream.send(chunk)
             result = await stream.receive()
             latencies.append(time.perf_counter() - sent)
-        expected = f"{len(audio)}:{zlib.crc32(audio.tobytes()):08x}"
+        expected = expected_checksum(audio)
         if not result.is_final or result.text != expected:
             raise AssertionError(f"stream {index}: {result.text} != {expected}")
 
@@ -91,15 +78,15 @@ async def run_transport(
         # Warm up: the first chunks pay for imports and page faults.
         await pool.transcribe(np.zeros(CHUNK_SAMPLES * 4, dtype=np.int16))
         latencies: list[float] = []
-        parent_before = self_cpu_seconds()
-        workers_before = sum(process_cpu_seconds(pid) for pid in pids)
+        parent_before = own_cpu_seconds()
+        workers_before = sum(cpu_seconds(pid) for pid in pids)
         started = time.perf_counter()
         async with anyio.create_task_group() as group:
             for index in range(streams):
                 group.start_soon(_one_stream, pool, index, chunks, interval, latencies)
         wall = time.perf_counter() - started
-        parent_cpu = self_cpu_seconds() - parent_before
-        workers_cpu = sum(process_cpu_seconds(pid) for pid in pids) - workers_before
+        parent_cpu = own_cpu_seconds() - parent_before
+        workers_cpu = sum(cpu_seconds(pid) for pid in pids) - workers_before
     total_chunks = streams * chunks
     return TransportRun(
         transport=transport,

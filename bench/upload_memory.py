@@ -18,20 +18,18 @@ upload's buffers, kept by the allocator).
 from __future__ import annotations
 
 import argparse
-import os
 import socket
-import struct
-import subprocess
-import sys
 import time
-import urllib.request
+
+from bench.common.audio import wav_header
+from bench.common.gateway import QUIET, start
+from bench.common.procfs import rss_mib
 
 
 def wav(data_bytes: int) -> bytes:
-    fmt = struct.pack("<HHIIHH", 1, 1, 16000, 32000, 2, 16)
-    chunks = b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", data_bytes)
-    header = b"RIFF" + struct.pack("<I", 4 + len(chunks) + data_bytes) + b"WAVE" + chunks
-    return header + bytes(range(256)) * (data_bytes // 256) + bytes(data_bytes % 256)
+    return (
+        wav_header(data_bytes) + bytes(range(256)) * (data_bytes // 256) + bytes(data_bytes % 256)
+    )
 
 
 def request(path: str, file_bytes: int) -> bytes:
@@ -51,14 +49,6 @@ def request(path: str, file_bytes: int) -> bytes:
     return head.encode() + body
 
 
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
@@ -67,38 +57,22 @@ def main() -> None:
     parser.add_argument("--http", default="auto")
     parser.add_argument("--loop", default="auto")
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {
-        **os.environ,
         "ASR_MODEL": "checksum",
         "ASR_DEVICES": "cpu",
         "ASR_MAX_SESSION_SECONDS": "3600",
         "ASR_UPLOAD_TIMEOUT": "60",
     }
-    command = [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", str(port)]
-    command += ["--http", args.http, "--loop", args.loop, "--log-level", "warning"]
-    server = subprocess.Popen(command, env=env)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+    with start(env, options=["--http", args.http, "--loop", args.loop, *QUIET]) as server:
         data = request(args.path, int(args.mib * 2**20))
         base = rss_mib(server.pid)
         for number in range(1, args.rounds + 1):
-            with socket.create_connection(("127.0.0.1", port)) as sock:
+            with socket.create_connection(("127.0.0.1", server.port)) as sock:
                 sock.sendall(data)
                 status = sock.recv(64).split(b"\r\n")[0].decode()
             time.sleep(1.0)
             grown = rss_mib(server.pid) - base
             print(f"upload {number}: {status}; gateway RSS +{grown:.0f} MiB", flush=True)
-    finally:
-        server.terminate()
-        server.wait(60)
 
 
 if __name__ == "__main__":

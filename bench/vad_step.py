@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.companions import speech_and_pauses
+from bench.common.audio import speech_and_pauses
 from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings

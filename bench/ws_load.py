@@ -32,8 +32,6 @@ import bisect
 import json
 import sys
 import time
-import wave
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import websockets
 
+from bench.common.audio import checksum, expected_checksum, load_audio
 from bench.common.stats import Distribution, distribution
 from shared.gc_tuning import latency_tuned_gc
 
@@ -89,36 +88,6 @@ class LoadSummary:
     client_cpu_seconds: float
     error_samples: list[str]
     sentences: int = 0
-
-
-SPEECH_S, PAUSE_S = 3.0, 1.2  # --mode 2pass: sentences and the pauses that end them
-
-
-def load_audio(
-    path: Path | None, seconds: float, seed: int, pauses: bool = False
-) -> npt.NDArray[np.int16]:
-    """A 16 kHz mono int16 WAV, or speech-like synthetic audio of ``seconds`` (with
-    ``pauses``, near-silent for PAUSE_S after every SPEECH_S)."""
-    if path is not None:
-        with wave.open(str(path), "rb") as wav:
-            if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (SAMPLE_RATE, 1, 2):
-                raise SystemExit(f"{path}: need 16 kHz mono 16-bit PCM WAV")
-            return np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").copy()
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(SAMPLE_RATE * seconds)) / SAMPLE_RATE
-    voice = np.sin(2 * np.pi * (140 + 60 * np.sin(2 * np.pi * 0.7 * t)) * t)
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 0.25 * t) ** 2
-    noise = np.full(t.size, 800.0)
-    if pauses:
-        speaking = (t % (SPEECH_S + PAUSE_S)) < SPEECH_S
-        envelope = np.where(speaking, envelope, 0.0)
-        noise = np.where(speaking, noise, 20.0)
-    signal: npt.NDArray[np.float64] = voice * envelope * 9000 + rng.normal(0, 1, t.size) * noise
-    return signal.astype(np.int16)
-
-
-def expected_checksum(audio: npt.NDArray[np.int16]) -> str:
-    return f"{len(audio)}:{zlib.crc32(audio.astype('<i2').tobytes()):08x}"
 
 
 class SendLog:
@@ -279,7 +248,7 @@ def partitioned(last_partials: list[str], sentences: int, audio: npt.NDArray[np.
     for text in last_partials:
         samples = int(text.split(":")[0])
         piece = pcm[offset : offset + 2 * samples]
-        if text != f"{samples}:{zlib.crc32(piece):08x}" or len(piece) != 2 * samples:
+        if text != checksum(piece) or len(piece) != 2 * samples:
             return False
         offset += len(piece)
     return offset == len(pcm)

@@ -20,28 +20,13 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import websockets
 
-from bench.common.net import free_port
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise KeyError("VmRSS")
-
-
-def worker_pid(http: str) -> int:
-    with urllib.request.urlopen(f"{http}/readyz", timeout=5) as response:
-        pid: int = json.load(response)["workers"][0]["pid"]
-    return pid
+from bench.common.gateway import QUIET, Gateway, start
+from bench.common.procfs import rss_mib
 
 
 async def flood(url: str, frame: bytes, seconds: float) -> tuple[int, str]:
@@ -66,26 +51,16 @@ async def flood(url: str, frame: bytes, seconds: float) -> tuple[int, str]:
         return sent, outcome
 
 
-def start_gateway(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int, int]:
-    """The server, its port and its worker's pid, once it is ready."""
-    port = free_port()
-    env = {**os.environ, "ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
-    command = [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", str(port)]
-    command += ["--log-level", "warning", *shlex.split(args.uvicorn_args)]
-    server = subprocess.Popen(command, env=env)
-    for _ in range(300):
-        try:
-            return server, port, worker_pid(f"http://127.0.0.1:{port}")
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("the gateway did not start")
+def start_gateway(args: argparse.Namespace) -> Gateway:
+    """The server (uvicorn's defaults but ``--uvicorn-args``), once it is ready."""
+    env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
+    return start(env, options=[*QUIET, *shlex.split(args.uvicorn_args)])
 
 
-async def measure(args: argparse.Namespace, server: subprocess.Popen[bytes], port: int) -> str:
+async def measure(args: argparse.Namespace, server: Gateway) -> str:
     frame = os.urandom(args.frame_mib << 20)
     before = rss_mib(server.pid)
-    sent, outcome = await flood(f"ws://127.0.0.1:{port}/", frame, args.seconds)
+    sent, outcome = await flood(server.url, frame, args.seconds)
     after = rss_mib(server.pid)
     return (
         f"uvicorn {args.uvicorn_args or '(defaults)'}: {sent} frames of {args.frame_mib} MiB"
@@ -99,14 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--uvicorn-args", default="", help="extra uvicorn options")
     args = parser.parse_args(argv)
-    server, port, worker = start_gateway(args)
-    try:
+    with start_gateway(args) as server:
+        (worker,) = server.worker_pids()
         os.kill(worker, signal.SIGSTOP)  # the session's reader blocks once slots run out
-        print(asyncio.run(measure(args, server, port)))
+        print(asyncio.run(measure(args, server)))
         os.kill(worker, signal.SIGCONT)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=60)
     return 0
 
 

@@ -109,3 +109,35 @@ def command_line(pid: Pid) -> bytes:
         return _path(pid, "cmdline").read_bytes()
     except FileNotFoundError:
         raise ProcessLookupError(f"no process {pid}") from None
+
+
+def family(pid: int) -> list[int]:
+    """The process and its live children (a gateway and its workers, and multiprocessing's
+    resource tracker); only the process where it has none, or is gone."""
+    try:
+        return [pid, *children(pid)]
+    except ProcessLookupError:
+        return [pid]
+
+
+def family_cpu_seconds(pid: int) -> float:
+    """``cpu_seconds`` of the process and its live children, those gone meanwhile left out."""
+    total = 0.0
+    for member in family(pid):
+        try:
+            total += cpu_seconds(member)
+        except ProcessLookupError:
+            pass
+    return total
+
+
+def workers(pid: int) -> list[int]:
+    """A gateway's live children but multiprocessing's resource tracker: its workers."""
+    found = []
+    for child in family(pid)[1:]:
+        try:
+            if b"resource_tracker" not in command_line(child):
+                found.append(child)
+        except ProcessLookupError:
+            pass
+    return found

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common.net import free_port
 from bench.descriptors.gateway import (
     READY_TIMEOUT_S,
     Gateway,
@@ -22,7 +23,6 @@ from bench.descriptors.gateway import (
     limited_gateway,
     stop,
 )
-from bench.run import free_port
 
 HAPROXY_UP_AFTER_S = 15.0  # the old checkout stayed DOWN: give up after this
 

@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.run import free_port
-from bench.transport import process_cpu_seconds
+from bench.common import procfs
+from bench.common.gateway import NotReady, start
+from bench.common.net import free_port
 
 READY_TIMEOUT_S = 60.0
 FULL_TIMEOUT_S = 30.0
@@ -49,16 +49,13 @@ class Gateway:
         return http_status(f"http://127.0.0.1:{self.port}{path}")
 
     def descriptors(self) -> int:
-        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+        return procfs.descriptors(self.process.pid)
 
     def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.process.pid)
+        return procfs.cpu_seconds(self.process.pid)
 
     def rss_kb(self) -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS in /proc/PID/status")
+        return procfs.rss_kib(self.process.pid)
 
     def log_lines(self) -> int:
         return self.log.read_bytes().count(b"\n")
@@ -95,39 +92,25 @@ def limited_gateway(
     agent_port = free_port() if extra.get("ASR_AGENT_PORT") == "free" else None
     if agent_port is not None:
         extra["ASR_AGENT_PORT"] = str(agent_port)
-    port = free_port()
-    server_env = {
-        **os.environ,
-        "ASR_MODEL": "checksum",
-        "ASR_DEVICES": "cpu",
-        "PYTHONUNBUFFERED": "1",
-        **extra,
-    }
-    # prlimit execs the server: its pid is the server's, whose /proc the measures read.
-    command = ["prlimit", f"--nofile={nofile}:{nofile}", sys.executable, "-m", "uvicorn"]
-    command += ["gateway.app:app", "--port", str(port), "--loop", loop]
-    with log.open("wb") as out:
+    try:
+        # prlimit execs the server: its pid is the server's, whose /proc the measures read.
         # Its own session: a SIGKILL on a hang reaches the workers, and a Ctrl-C at the
         # terminal does not reach it before our cleanup does.
-        process = subprocess.Popen(
-            command,
+        server = start(
+            {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", **extra},
+            log=log,
+            options=["--loop", loop],
+            wrapper=["prlimit", f"--nofile={nofile}:{nofile}"],
             cwd=root,
-            env=server_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            own_session=True,
+            ready_timeout=READY_TIMEOUT_S,
         )
+    except NotReady as error:
+        raise SystemExit(f"the gateway in {root} did not become ready: {error}") from None
     try:
-        gateway = Gateway(process, port, agent_port, log)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while gateway.status("/readyz") != 200:
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                raise SystemExit(f"the gateway in {root} did not become ready:\n{tail}")
-            time.sleep(0.1)
-        yield gateway
+        yield Gateway(server.process, server.port, agent_port, log)
     finally:
-        stop(process)
+        server.stop(timeout=30.0)
 
 
 def fill(port: int, count: int) -> list[socket.socket]:

@@ -17,25 +17,18 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common import messages
 from bench.probes.model import Tally
 
 FRAME_60MS = 1920  # bytes of 16 kHz int16 PCM: FunASR's clients' framing
 FRAME_20MS = 640  # the least audio that puts the idle deadline off
 CHUNK_600MS = 19200
-END = json.dumps({"is_speaking": False})
 OPEN_TIMEOUT_S = 10.0
 
 
 def config(**fields: object) -> str:
     """A FunASR config opening an online utterance; ``fields`` over the defaults."""
-    base: dict[str, object] = {
-        "mode": "online",
-        "chunk_size": [5, 10, 5],
-        "chunk_interval": 10,
-        "wav_name": "probe",
-        "is_speaking": True,
-    }
-    return json.dumps({**base, **fields})
+    return messages.config(**{"wav_name": "probe", **fields})
 
 
 def frame_bytes(payload: int, *, masked: bool) -> int:

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from websockets.exceptions import ConnectionClosed
 
-from bench.probes.clients import END, FRAME_20MS, Ws, config, now, open_ws
+from bench.common.messages import END
+from bench.probes.clients import FRAME_20MS, Ws, config, now, open_ws
 from bench.probes.context import Context
 from bench.probes.model import Attack, AttackFn, Measured, Probe, Verdict, held_at_most
 

@@ -7,10 +7,6 @@ defaults, with the deadlines shortened so that a probe sees each one within seco
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -20,8 +16,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bench.run import free_port
-from bench.transport import process_cpu_seconds
+from bench.common import procfs
+from bench.common.gateway import NO_DEFLATE, QUIET, NotReady, start
+from bench.common.net import free_port
 
 READY_TIMEOUT_S = 120.0
 PROFILE: Mapping[str, str] = {
@@ -42,18 +39,15 @@ PROFILE: Mapping[str, str] = {
 
 def rss_mib(pid: int) -> float:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return 0.0
+        return procfs.rss_mib(pid)
+    except ProcessLookupError:
+        return 0.0
 
 
 def cpu_s(pid: int) -> float:
     try:
-        return process_cpu_seconds(pid)
-    except FileNotFoundError:
+        return procfs.cpu_seconds(pid)
+    except ProcessLookupError:
         return 0.0
 
 
@@ -61,54 +55,25 @@ class ProbedGateway:
     """The gateway with ``env`` over ``PROFILE``; ``stop`` ends it (SIGTERM: its drain)."""
 
     def __init__(self, env: Mapping[str, str], log: Path) -> None:
-        self.port = free_port()
         self.agent_port = free_port()
         self.env = {**PROFILE, "ASR_AGENT_PORT": str(self.agent_port), **env}
         self.log = log
-        self._log_file = log.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "gateway.app:app",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-                "--ws-per-message-deflate",
-                "false",
-            ],
-            env={**os.environ, **self.env},
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self._ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise SystemExit(f"the gateway did not become ready; its log: {log}")
-            time.sleep(0.2)
-        self.worker_pids = tuple(int(w["pid"]) for w in self.readyz()["workers"])
+        try:
+            self.server = start(
+                {**NO_DEFLATE, **self.env}, log=log, options=QUIET, ready_timeout=READY_TIMEOUT_S
+            )
+        except NotReady:
+            raise SystemExit(f"the gateway did not become ready; its log: {log}") from None
+        self.port = self.server.port
+        self.process = self.server.process
+        self.worker_pids = self.server.worker_pids()
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.http}/readyz", timeout=1) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return self.server.http
 
     def readyz(self) -> dict[str, Any]:
-        try:
-            with urllib.request.urlopen(f"{self.http}/readyz", timeout=5) as response:
-                body: dict[str, Any] = json.load(response)
-        except urllib.error.HTTPError as error:  # 503 when full: still the body
-            body = json.load(error)
-        return body
+        return self.server.readyz()
 
     def metrics(self) -> dict[str, float]:
         """``/metrics`` as {series: value}, a series named as Prometheus prints it."""
@@ -134,8 +99,7 @@ class ProbedGateway:
         return sum(cpu_s(pid) for pid in self.worker_pids)
 
     def log_text(self) -> str:
-        self._log_file.flush()
-        return self.log.read_text(errors="replace")
+        return self.server.output()
 
     def wait_released(self, timeout_s: float = 60.0, others: int = 0) -> bool:
         """Until no session is live or parked but ``others`` (a probe's leftovers must not
@@ -150,14 +114,7 @@ class ProbedGateway:
         return False
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log_file.close()
+        self.server.stop()
 
 
 class PeakSampler:

@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import random
 import time
-import zlib
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
@@ -27,7 +26,9 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from bench.probes.clients import END, FRAME_60MS, config
+from bench.common.audio import checksum
+from bench.common.messages import END
+from bench.probes.clients import FRAME_60MS, config
 from bench.probes.model import Victims
 
 UTTERANCE_S = 3.0
@@ -77,7 +78,7 @@ async def _utterance(ws: ClientConnection, rng: random.Random, name: str, record
         reader = group.create_task(results())
         group.create_task(audio())
     record.utterances += 1
-    expected = f"{len(pcm) // 2}:{zlib.crc32(pcm):08x}"
+    expected = checksum(pcm)
     if reader.result() == expected:
         record.verified += 1
     else:

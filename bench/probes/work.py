@@ -15,7 +15,8 @@ import json
 
 from websockets.exceptions import ConnectionClosed
 
-from bench.probes.clients import CHUNK_600MS, END, config, now, open_ws
+from bench.common.messages import END
+from bench.probes.clients import CHUNK_600MS, config, now, open_ws
 from bench.probes.context import Context
 from bench.probes.loop import drain
 from bench.probes.memory import LONG_ENV, MAX_FRAME_BYTES
