@@ -1,5 +1,5 @@
 """Gateway replicas behind a real HAProxy on loopback, configured by ``deploy/haproxy.cfg``:
-for ``tests/live/gateway/test_haproxy_live.py`` and ``bench/haproxy.py``."""
+for ``tests/live/gateway/test_haproxy_live.py`` and ``bench/reliability/haproxy.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""bench.descriptors' tiny run: the table full for 1 s, and the server serving again after."""
+"""bench.reliability.descriptors' tiny run: the table full for 1 s, then the server serving
+again."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def test_a_tiny_table_run_sees_the_server_recover() -> None:
-    command = [sys.executable, "-m", "bench.descriptors", "table"]
+    command = [sys.executable, "-m", "bench.reliability.descriptors", "table"]
     command += ["--loop", "uvloop", "--nofile", "256", "--hold", "1"]
     done = subprocess.run(
         command, cwd=REPOSITORY, capture_output=True, text=True, timeout=120, check=False

@@ -1,19 +1,23 @@
-"""bench/device_check.sh's parts that run without a GPU: the records and their one table,
+"""bench/device/check.sh's parts that run without a GPU: the records and their one table,
 the marking of a stopped step, the wheel list against what our code imports, and the
 fidelity step on the tiny model."""
 
 from __future__ import annotations
 
 import json
+import re
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 
-from bench import device_check, device_wheels
-from bench.device_records import (
+from bench.common import ROOT
+from bench.device import check, wheels
+from bench.device.fidelity import compare
+from bench.device.records import (
     ANCHOR,
     JSON_FILE,
+    KEYS,
     TABLE_FILE,
     Row,
     StepRecord,
@@ -75,8 +79,8 @@ def test_a_stopped_step_keeps_the_rows_it_wrote(tmp_path: Path) -> None:
     row = Row("gateway", "cmd", "measured", 50)
     write_record(tmp_path, StepRecord("05b-sweep", "ok", 9.0, [row], {"levels": [1]}))
     note = "stopped at its 200s limit"
-    device_check.main(["fail", "--work", str(tmp_path), "--for", "sweep", "--note", note])
-    device_check.main(["fail", "--work", str(tmp_path), "--for", "ceiling", "--status", "skipped"])
+    check.main(["fail", "--work", str(tmp_path), "--for", "sweep", "--note", note])
+    check.main(["fail", "--work", str(tmp_path), "--for", "ceiling", "--status", "skipped"])
     saved = {r.key: r for r in read_records(tmp_path)}
     sweep, ceiling = saved["05b-sweep"], saved["05a-ceiling"]
     assert (sweep.status, sweep.note) == ("failed", note)
@@ -87,17 +91,17 @@ def test_a_stopped_step_keeps_the_rows_it_wrote(tmp_path: Path) -> None:
 def test_compare_counts_equal_chunks_and_whole_streams() -> None:
     reference = [["a", "b", "c"], ["d"], ["e", "f"]]
     ours = [["a", "x", "c"], ["d"], ["e"]]  # one chunk differs; one stream is a chunk short
-    assert device_check.compare(ours, reference) == (1, 4, 6)
-    assert device_check.compare(reference, reference) == (3, 6, 6)
+    assert compare(ours, reference) == (1, 4, 6)
+    assert compare(reference, reference) == (3, 6, 6)
 
 
 def test_the_wheels_cover_what_the_device_must_import() -> None:
     """Each module the device must import comes from a distribution the wheels carry, and
     each of those is installed here (its version is the wheel's)."""
-    carried = set(device_wheels.pins())
+    carried = set(wheels.pins())
     providers = packages_distributions()
-    for module in device_wheels.IMPORTS:
-        names = {device_wheels.normalize(d) for d in providers.get(module, [])}
+    for module in wheels.IMPORTS:
+        names = {wheels.normalize(d) for d in providers.get(module, [])}
         assert names & carried, f"{module} comes from {names or 'nothing installed'}"
 
 
@@ -108,11 +112,29 @@ def test_fidelity_step_compares_every_chunk(tiny_streaming_model: Path, tmp_path
     export(tiny_streaming_model, threads=1)
     argv = ["fidelity", "--work", str(tmp_path), "--model", str(tiny_streaming_model)]
     argv += ["--device", "cpu", "--streams", "3"]
-    assert device_check.main(argv) == 0
+    assert check.main(argv) == 0
     (record,) = (r for r in read_records(tmp_path) if r.key == "03b-fidelity-fp32")
     data = record.data
     # The same engine on the same device: every chunk equal, and every chunk counted.
-    assert data["chunks"] >= 3 * 3  # speech_like: 3 chunks or more each
+    assert data["chunks"] >= 3 * 3  # chunks_of_tone: 3 chunks or more each
     assert data["tokens"] > 0
     assert (data["streams_equal"], data["chunks_equal"]) == (3, data["chunks"])
     assert data["provider"] == "CPUExecutionProvider"
+
+
+def test_the_shell_numbers_the_steps_as_their_records_do() -> None:
+    """check.sh's header numbers each step as the key of the record it writes: 4 and 5 for
+    the gateway's placement and sweep, 6 for the table, which has no record."""
+    header = (ROOT / "bench" / "device" / "check.sh").read_text().split("\nset ", 1)[0]
+    numbers: dict[str, list[str]] = {}
+    name = ""
+    for line in header.splitlines():
+        if match := re.match(r"#   ([a-z0-9-]+)?\s+(\d)  ", line):
+            name = match.group(1) or name
+            numbers.setdefault(name, []).append(match.group(2))
+    records = {"int8": ["fidelity-int8"], "fidelity": ["fidelity-fp32"]}
+    records["gateway"] = ["placement", "sweep"]
+    for step, shown in numbers.items():
+        keys = [KEYS[k] for k in records.get(step, [step])] if step != "table" else ["06"]
+        assert shown == [key[:2].lstrip("0") or "0" for key in keys], (step, shown, keys)
+    assert set(numbers) >= {"wheels", "env", "cuda-tests", "model", "gateway", "ceiling"}

@@ -1,4 +1,4 @@
-"""bench.probes' tiny run: two probes against a real uvicorn, victims beside them."""
+"""bench.abuse.probes' tiny run: two probes against a real uvicorn, victims beside them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.probes import catalog, report, runner
-from bench.probes.__main__ import markdown, parse_args
+from bench.abuse.probes import catalog, report, runner
+from bench.abuse.probes.__main__ import markdown, parse_args
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.realtime_dialect import COMPLETED, DELTA, SessionRecord, main, plans, take_result
+from bench.load.realtime_dialect import main
+from bench.load.realtime_sessions import COMPLETED, DELTA, SessionRecord, plans, take_result
 
 
 def test_the_openai_deltas_are_timed_from_their_chunks_last_frame_and_verified() -> None:

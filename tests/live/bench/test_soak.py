@@ -1,10 +1,10 @@
-"""The soak's short variant: bench.soak against a real uvicorn, leak checks included."""
+"""The soak's short variant: bench.reliability.soak against a real uvicorn, leak checks included."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import soak
+from bench.reliability import soak
 
 pytestmark = pytest.mark.slow
 

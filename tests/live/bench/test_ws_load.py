@@ -13,7 +13,7 @@ import pytest
 
 from bench.common.gateway import Gateway, serve
 from bench.common.stats import distribution
-from bench.run import markdown, parse_config
+from bench.load.sweep import markdown, parse_config
 
 pytestmark = pytest.mark.anyio
 
@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 async def run_ws_load(server: Gateway, tmp_path: Path, *args: str) -> dict[str, Any]:
-    """``python -m bench.ws_load`` against ``server`` with ``args``, verifying checksums;
+    """``python -m bench.load.ws_load`` against ``server`` with ``args``, verifying checksums;
     its JSON summary. The generator must exit 0 (no stream failed)."""
     report = tmp_path / "load.json"
-    command = [sys.executable, "-m", "bench.ws_load", "--url", server.url, *args]
+    command = [sys.executable, "-m", "bench.load.ws_load", "--url", server.url, *args]
     command += ["--verify", "--quiet", "--json", str(report)]
     with anyio.fail_after(60):
         completed = await anyio.run_process(
@@ -96,7 +96,7 @@ def test_run_config_parsing() -> None:
 
 
 def test_markdown_reports_median_and_spread() -> None:
-    from bench.run import Point
+    from bench.load.sweep import Point
 
     points = [
         Point("shm", 10, r, 10, 0, 0, 10, 1.0, p95, 3.0, 2.0, 1.0, 100.0, 36.0, 0.5, 9.0)
@@ -108,7 +108,7 @@ def test_markdown_reports_median_and_spread() -> None:
 
 
 def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> None:
-    from bench.ws_load import SendLog
+    from bench.load.ws_load import SendLog
 
     log = SendLog()
     for frame, at in enumerate([1.0, 2.0, 3.0]):

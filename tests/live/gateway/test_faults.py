@@ -2,7 +2,7 @@
 
 A worker killed or hung mid-stream, clients that vanish at random points, twice as many
 clients as places: what each session sees, and what the server has left afterwards. How
-soon each is seen, and the server's memory meanwhile, are measured by ``bench.faults``.
+soon each is seen, and the server's memory meanwhile, are measured by ``bench.reliability.faults``.
 """
 
 from __future__ import annotations
@@ -242,7 +242,8 @@ async def test_twice_max_sessions_at_once(tmp_path: Path) -> None:
         at_once = f"the server is serving its maximum of {places} sessions; try again later"
         assert all(message == at_once for _, _, message in refused), refused[:1]
         # Bounded memory: refused sessions hold nothing; 32 admitted ones hold a little
-        # (3 MiB, bench.faults). A guard against holding what is not bounded, not a figure.
+        # (3 MiB, bench.reliability.faults). A guard against holding what is not bounded, not
+        # a figure.
         growth_mib = (rss_peak - rss_before) / 1024
         assert growth_mib < 64, growth_mib
         await wait_until_all_released(server)

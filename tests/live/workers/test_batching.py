@@ -56,7 +56,7 @@ async def test_without_a_wait_a_lone_chunk_goes_alone() -> None:
 
 
 # A step held for the whole wait would answer in LONG_WAIT_S: far past the fail_after of
-# the tests below, which only bounds a hang. How soon they answer is bench.batching's.
+# the tests below, which only bounds a hang. How soon they answer is bench.load.batching's.
 LONG_WAIT_S = 60.0
 
 

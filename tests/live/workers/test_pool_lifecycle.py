@@ -184,7 +184,7 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
         ):
             await victim_stream.receive()
         # The timeout grows with the audio owed (5,000 samples here): both settings named,
-        # and the sum the watchdog waited. How soon it acts past that is bench.faults'.
+        # and the sum the watchdog waited. How soon it acts past that is bench.reliability.faults'.
         message = str(info.value)
         assert "sent no result for 1.31 s and was killed" in message
         assert "ASR_WORKER_STEP_TIMEOUT 1 s + 0.312 s of audio owed" in message
