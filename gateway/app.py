@@ -52,16 +52,13 @@ from gateway.ops.page import PageFiles
 from gateway.ops.server_log import quiet_client_faults
 from gateway.ops.side_tasks import keep_running
 from gateway.ops.signals import SignalDrain
+from gateway.pools import ModelLoadError, served_models
 from gateway.session.closing import CLOSE_GRACE_S
 from gateway.session.entry import serve_websocket
 from gateway.session.resumes import ResumableSessions
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from gateway.settings import GatewaySettings
-from shared.errors import WorkerLoadError
 from shared.gc_tuning import latency_tuned_gc
-from shared.messages import StreamResult
-from shared.settings import PoolSettings
-from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -149,52 +146,29 @@ class Gateway:
             settings = self._settings or GatewaySettings.from_env(self._environ)
         except ValueError as exc:
             raise StartupError(f"invalid settings: {exc}") from None
-        admission = Admission(settings.max_sessions)
-        pool = WorkerPool(settings.pool, on_result=self.metrics.observe_result)
-        offline_pool = self._companion_pool(settings.offline_pool, "offline")
-        vad_pool = self._companion_pool(settings.vad_pool, "vad")
-        started: list[WorkerPool] = []
         try:
-            for each in (pool, offline_pool, vad_pool):
-                if each is not None:
-                    await each.start()
-                    started.append(each)
-        except BaseException as exc:
-            for each in reversed(started):
-                await each.aclose()
-            if isinstance(exc, WorkerLoadError):
-                raise StartupError(exc.message) from None
-            raise
-        logger.info(
-            "serving %s with the %s engine on %s (%d workers, %s transport)",
-            pool.model.description if pool.model else settings.pool.model,
-            pool.engine,
-            ",".join(settings.pool.devices),
-            len(settings.pool.worker_devices),
-            settings.pool.transport,
-        )
-        if offline_pool is not None:
-            logger.info(
-                "offline decoding: %s (%d workers)%s",
-                offline_pool.model.description if offline_pool.model else "",
-                len(offline_pool.settings.worker_devices),
-                f", punctuated by {offline_pool.settings.punc_model}"
-                if offline_pool.settings.punc_model
-                else "",
+            # Every model's pools: loaded at once, stopped when serving ends.
+            async with (
+                served_models(settings.model_table, self.metrics) as models,
+                self._serve_models(settings, models),
+            ):
+                yield
+        except ModelLoadError as exc:
+            raise StartupError(str(exc)) from None
+
+    @asynccontextmanager
+    async def _serve_models(
+        self, settings: GatewaySettings, models: dict[str, ServedModel]
+    ) -> AsyncIterator[None]:
+        admission = Admission(settings.max_sessions)
+        for model in models.values():
+            places = model.places
+            self.metrics.model_sessions_max.labels(model.name).set(
+                places.max_sessions or settings.max_sessions
             )
-        if vad_pool is not None:
-            logger.info(
-                "2pass sentence ends: %s (%d workers)",
-                vad_pool.model.description if vad_pool.model else "",
-                len(vad_pool.settings.worker_devices),
+            self.metrics.model_sessions_active.labels(model.name).set_function(
+                partial(getattr, places, "active")
             )
-        self.metrics.watch_workers(
-            {
-                prefix: each.status
-                for prefix, each in (("", pool), ("offline", offline_pool), ("vad", vad_pool))
-                if each is not None
-            }
-        )
         gc_tuning = latency_tuned_gc() if settings.gc_tuning else contextlib.nullcontext()
         agent: MultiListener[SocketStream] | None = None
         try:
@@ -225,15 +199,7 @@ class Gateway:
                         settings.max_parked_per_client,
                     )
                     self._serving = Serving(
-                        settings,
-                        pool,
-                        admission,
-                        clients,
-                        limiter,
-                        offline_pool,
-                        vad_pool,
-                        budget,
-                        resumes,
+                        settings, models, admission, clients, limiter, budget, resumes
                     )
                     signals = SignalDrain() if self._wrap_signals else None
                     with signals or contextlib.nullcontext():
@@ -255,21 +221,7 @@ class Gateway:
             if agent is not None:
                 await agent.aclose()
             admission.expire()  # sessions still open (none, under uvicorn) close with 1012
-            # Last started, first stopped: each pool's task group was entered in this task.
-            for each in reversed(started):
-                await each.aclose()
-            self.metrics.watch_workers({})
             self._serving = None
-
-    def _companion_pool(self, settings: PoolSettings | None, prefix: str) -> WorkerPool | None:
-        """The offline or VAD pool, if configured; its workers' metrics are ``prefix-N``."""
-        if settings is None:
-            return None
-
-        def observe(worker: int, result: StreamResult) -> None:
-            self.metrics.observe_result(f"{prefix}-{worker}", result)
-
-        return WorkerPool(settings, on_result=observe)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Tell the balancers (``/readyz`` 503, the agent's ``drain``), wait

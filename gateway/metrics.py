@@ -3,12 +3,16 @@
 Triton's ``nv_inference_count``, ``nv_inference_queue_duration_us`` and
 ``nv_inference_compute_infer_duration_us`` become ``asr_chunks_total``,
 ``asr_queue_duration_seconds`` and ``asr_compute_duration_seconds`` (histograms, in seconds as
-Prometheus prefers), labelled by worker. Worker state is read from the pool at scrape time.
+Prometheus prefers), labelled by model and worker. Worker state is read from the pools at
+scrape time. A ``model`` label's values are the served models' and their companions' names,
+fixed at start-up: nothing a client sends makes a new one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -27,8 +31,34 @@ DURATION_BUCKETS = (
 ADMISSION_WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 StatusSource = Callable[[], Sequence[WorkerStatus]]
-# Each pool's status, by the prefix of its workers' labels ("" for the streaming pool).
-PoolSources = Callable[[], Mapping[str, StatusSource]]
+
+
+class PoolLabels(NamedTuple):
+    """A pool's labels: its entry's name, and its workers' prefix ("" streaming, "offline",
+    "vad": workers ``N``, ``offline-N``, ``vad-N``)."""
+
+    model: str
+    prefix: str
+
+    def worker(self, index: int) -> str:
+        return f"{self.prefix}-{index}" if self.prefix else str(index)
+
+
+PoolSources = Callable[[], Mapping[PoolLabels, StatusSource]]
+
+
+def resident_bytes(pid: int | None) -> int | None:
+    """A process's resident memory (VmRSS), None when it is gone or not started."""
+    if pid is None:
+        return None
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None
 
 
 class WorkerCollector(Collector):
@@ -38,7 +68,7 @@ class WorkerCollector(Collector):
         self._pools = pools
 
     def collect(self) -> Iterable[Metric]:
-        labels = ["worker", "device"]
+        labels = ["model", "worker", "device"]
         ready = GaugeMetricFamily(
             "asr_worker_ready", "1 when the worker has loaded its model", labels=labels
         )
@@ -48,17 +78,21 @@ class WorkerCollector(Collector):
         restarts = CounterMetricFamily(
             "asr_worker_restarts", "Times the worker died and was replaced", labels=labels
         )
-        workers = [
-            (f"{prefix}-{w.index}" if prefix else str(w.index), w)
-            for prefix, status in self._pools().items()
-            for w in status()
-        ]
-        for label, worker in workers:
-            values = [label, worker.device]
-            ready.add_metric(values, 1.0 if worker.state == "ready" else 0.0)
-            streams.add_metric(values, worker.active_streams)
-            restarts.add_metric(values, worker.restarts)
-        return [ready, streams, restarts]
+        memory = GaugeMetricFamily(
+            "asr_worker_resident_memory_bytes",
+            "The worker process's resident memory (VmRSS)",
+            labels=labels,
+        )
+        for pool, status in self._pools().items():
+            for worker in status():
+                values = [pool.model, pool.worker(worker.index), worker.device]
+                ready.add_metric(values, 1.0 if worker.state == "ready" else 0.0)
+                streams.add_metric(values, worker.active_streams)
+                restarts.add_metric(values, worker.restarts)
+                rss = resident_bytes(worker.pid)
+                if rss is not None:
+                    memory.add_metric(values, rss)
+        return [ready, streams, restarts, memory]
 
 
 class GatewayMetrics:
@@ -66,7 +100,7 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._pools: Mapping[str, StatusSource] = {}
+        self._pools: Mapping[PoolLabels, StatusSource] = {}
         registry = self.registry
         self.sessions_active = Gauge(
             "asr_sessions_active", "WebSocket sessions being served", registry=registry
@@ -80,7 +114,8 @@ class GatewayMetrics:
         self.sessions_refused = Counter(
             "asr_sessions_refused",
             "WebSocket sessions refused at once, by reason: over_capacity, draining,"
-            " client_cap, unauthorized, forbidden_origin, audio_budget",
+            " client_cap, unauthorized, forbidden_origin, audio_budget, unknown_model,"
+            " model_full",
             ["reason"],
             registry=registry,
         )
@@ -138,19 +173,22 @@ class GatewayMetrics:
             "asr_utterances", "Utterances started, by mode", ["mode"], registry=registry
         )
         self.chunks = Counter(
-            "asr_chunks", "Audio pieces processed, by worker", ["worker"], registry=registry
+            "asr_chunks",
+            "Audio pieces processed, by model and worker",
+            ["model", "worker"],
+            registry=registry,
         )
         self.queue_duration = Histogram(
             "asr_queue_duration_seconds",
             "Time a piece waited between the gateway's send and the worker taking it",
-            ["worker"],
+            ["model", "worker"],
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
         self.compute_duration = Histogram(
             "asr_compute_duration_seconds",
             "Time of the engine step that processed a piece",
-            ["worker"],
+            ["model", "worker"],
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
@@ -170,7 +208,7 @@ class GatewayMetrics:
         self.batch_size = Histogram(
             "asr_batch_size",
             "Audio pieces in the engine step that processed a piece (one sample per piece)",
-            ["worker"],
+            ["model", "worker"],
             buckets=BATCH_BUCKETS,
             registry=registry,
         )
@@ -185,6 +223,19 @@ class GatewayMetrics:
             "ASR_MAX_BUFFERED_SECONDS: past it, new sessions are refused with 1013",
             registry=registry,
         )
+        # A served model's own places (max_sessions in ASR_MODELS).
+        self.model_sessions_active = Gauge(
+            "asr_model_sessions_active",
+            "WebSocket sessions on the model",
+            ["model"],
+            registry=registry,
+        )
+        self.model_sessions_max = Gauge(
+            "asr_model_sessions_max",
+            "The model's own cap of sessions (ASR_MODELS' max_sessions; else ASR_MAX_SESSIONS)",
+            ["model"],
+            registry=registry,
+        )
         registry.register(WorkerCollector(lambda: self._pools))
 
     def watch_budget(self, held_seconds: Callable[[], float], max_seconds: float) -> None:
@@ -192,18 +243,17 @@ class GatewayMetrics:
         self.buffered_audio.set_function(held_seconds)
         self.buffered_audio_max.set(max_seconds)
 
-    def watch_workers(self, pools: Mapping[str, StatusSource]) -> None:
-        """Read worker state from the pools' ``status`` at each scrape. ``pools`` maps a
-        label prefix to a pool: ``{"": streaming, "offline": ..., "vad": ...}`` labels their
-        workers ``N``, ``offline-N`` and ``vad-N``."""
+    def watch_workers(self, pools: Mapping[PoolLabels, StatusSource]) -> None:
+        """Read worker state from the pools' ``status`` at each scrape, labelled by
+        ``pools``' keys."""
         self._pools = pools
 
-    def observe_result(self, worker: int | str, result: StreamResult) -> None:
-        label = str(worker)
-        self.chunks.labels(label).inc()
-        self.queue_duration.labels(label).observe(result.queue_ms / 1000.0)
-        self.compute_duration.labels(label).observe(result.compute_ms / 1000.0)
-        self.batch_size.labels(label).observe(result.batch_size)
+    def observe_result(self, pool: PoolLabels, worker: int, result: StreamResult) -> None:
+        labels = (pool.model, pool.worker(worker))
+        self.chunks.labels(*labels).inc()
+        self.queue_duration.labels(*labels).observe(result.queue_ms / 1000.0)
+        self.compute_duration.labels(*labels).observe(result.compute_ms / 1000.0)
+        self.batch_size.labels(*labels).observe(result.batch_size)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.pcm import BYTES_PER_SECOND
+from gateway.models.models_file import read_models_file
+from gateway.models.table import ModelTable, single_model
 from shared import settings_table as table
 from shared.messages import SAMPLE_RATE
 from shared.settings import PoolSettings
@@ -96,6 +98,8 @@ class GatewaySettings:
     # A pool with FunASR's FSMN-VAD (ASR_VAD_MODEL): 2pass sentence ends. None: the
     # energy endpointer (``endpoint``) finds them.
     vad_pool: PoolSettings | None = None
+    # Several models (ASR_MODELS): each with its own pools. None: the one model above.
+    models: ModelTable | None = None
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
     max_sessions: int = table.MAX_SESSIONS.default
     max_frame_bytes: int = table.MAX_FRAME_BYTES.default  # 32 s of PCM; under --ws-max-size
@@ -175,6 +179,13 @@ class GatewaySettings:
             )
 
     @property
+    def model_table(self) -> ModelTable:
+        """The models served: the file's, else the one of ``pool`` and its companions."""
+        if self.models is not None:
+            return self.models
+        return single_model(self.pool, self.offline_pool, self.vad_pool)
+
+    @property
     def admission_queue_size(self) -> int:
         """Sessions that may wait for a place at once (``admission_queue``, default
         ``max_sessions``)."""
@@ -197,14 +208,24 @@ class GatewaySettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GatewaySettings:
         env = os.environ if environ is None else environ
-        pool = PoolSettings.from_env(env)
+        models_file = table.MODELS.read(env)
+        models = None if models_file is None else read_models_file(models_file, env)
+        if models is None:
+            pool = PoolSettings.from_env(env)
+            offline_pool, vad_pool = _offline_pool(env, pool), _vad_pool(env, pool)
+        else:  # the default model's, for what is not chosen per model
+            default = models.default_choice
+            pool = default.streaming.settings
+            offline_pool = None if default.offline is None else default.offline.settings
+            vad_pool = None if default.vad is None else default.vad.settings
         max_buffered_s = table.MAX_BUFFERED_SECONDS.read(env)
         return cls(
             pool=pool,
             access=AccessSettings.from_env(env),
             transcribe=TranscribeSettings.from_env(env),
-            offline_pool=_offline_pool(env, pool),
-            vad_pool=_vad_pool(env, pool),
+            offline_pool=offline_pool,
+            vad_pool=vad_pool,
+            models=models,
             endpoint=EndpointSettings(
                 silence_ms=_milliseconds(table.ENDPOINT_SILENCE_MS.read(env)),
                 min_speech_ms=_milliseconds(table.ENDPOINT_MIN_SPEECH_MS.read(env)),

@@ -193,11 +193,18 @@ class Setting(Generic[T]):
         return self.kind.show(self.default) if self.shown is None else self.shown
 
 
-def render_table(settings: Iterable[Setting[Any]]) -> str:
-    """The settings table, in Markdown: a row per setting."""
+def render_table(
+    settings: Iterable[Setting[Any]], per_model: Iterable[Setting[Any]] = ()
+) -> str:
+    """The settings table, in Markdown: a row per setting. A setting of ``per_model`` says
+    so in its meaning: a models file's entry may set it, by its key."""
     lines = ["| variable | default | values | meaning |", "|---|---|---|---|"]
+    model_keys = {setting.name for setting in per_model}
     for setting in settings:
-        cells = (f"`{setting.name}`", setting.default_text, setting.kind.values, setting.doc)
+        doc = setting.doc
+        if setting.name in model_keys:
+            doc += f". Per model: `{setting.name[4:].lower()}` in `ASR_MODELS`"
+        cells = (f"`{setting.name}`", setting.default_text, setting.kind.values, doc)
         # A | inside a cell, even inside code, would end the cell.
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"

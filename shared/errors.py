@@ -128,3 +128,7 @@ class ResumeMisdirectedError(ResumeError):
     def __init__(self, message: str, replica: str) -> None:
         super().__init__(message)
         self.replica = replica
+
+
+class UnknownModelError(ProtocolError):
+    """A session or request named a model this gateway does not serve (1008; HTTP 404)."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from shared.env import render_table
-from shared.settings_table import SETTINGS
+from shared.settings_table import PER_MODEL, SETTINGS
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 BEGIN = "<!-- settings:begin (generated: python -m shared.settings_readme) -->\n"
@@ -24,7 +24,7 @@ def page_with_table(page: str) -> str:
     if not (begin and end):
         raise ValueError(f"the settings page has no {BEGIN.strip()} ... {END.strip()} markers")
     # Blank lines around the table: Markdown reads the comments as blocks of their own.
-    return head + BEGIN + "\n" + render_table(SETTINGS) + "\n" + END + tail
+    return head + BEGIN + "\n" + render_table(SETTINGS, PER_MODEL) + "\n" + END + tail
 
 
 def main() -> int:

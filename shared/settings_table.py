@@ -498,8 +498,46 @@ MODEL_CACHE = Setting(
     shown="`~/.cache/asr-gateway/models`",
 )
 
+# Several models in one service (gateway.models): a TOML file of named models, each with
+# its own pools; without it, the settings above describe the one model served.
+MODELS = Setting(
+    "ASR_MODELS",
+    OrNone(Text("a file")),
+    None,
+    "a models file (TOML: `default = \"NAME\"`, one `[models.NAME]` table per model, keys"
+    " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad` and"
+    " `punc` naming companion entries): docs/models.md. Unset: `ASR_MODEL`, `ASR_OFFLINE_MODEL`,"
+    " `ASR_VAD_MODEL` and `ASR_PUNC_MODEL` make the one model served",
+)
+
+# What a models file's entry may set, as ``name[4:].lower()`` (``devices``, ``max_batch``):
+# the pool's settings, and the model's own cap of sessions. The rest stay gateway-wide.
+PER_MODEL: tuple[Setting[Any], ...] = (
+    MODEL,
+    DEVICES,
+    WORKERS_PER_DEVICE,
+    TRANSPORT,
+    THREADS_PER_WORKER,
+    MAX_SESSIONS,
+    SLOT_BYTES,
+    SLOTS_PER_WORKER,
+    MAX_BATCH,
+    STREAM_WINDOW,
+    STREAM_IDLE_TIMEOUT,
+    WORKER_START_TIMEOUT,
+    WORKER_STOP_TIMEOUT,
+    WORKER_STEP_TIMEOUT,
+    WORKER_STEP_SECONDS_PER_AUDIO_SECOND,
+    UNHEALTHY_AFTER,
+    ENGINE,
+    ONNX_PRECISION,
+    BATCH_WAIT_MS,
+    CHUNK_DEADLINE_MS,
+)
+
 # The settings page's order.
 SETTINGS: tuple[Setting[Any], ...] = (
+    MODELS,
     MODEL,
     DEVICES,
     WORKERS_PER_DEVICE,

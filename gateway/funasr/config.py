@@ -24,6 +24,7 @@ MAX_CHUNK_UNITS = 100
 MAX_CHUNK_INTERVAL = 1000
 MAX_LOOK_BACK = 100
 MAX_WAV_NAME_CHARS = 256
+MAX_MODEL_CHARS = 64  # gateway.models.table.NAME_PATTERN
 
 # int() alone would also take "+5", "1_0" and non-ASCII digits; FunASR's clients send none.
 _CHUNK_PART = re.compile(r"\s*([0-9]{1,3})\s*")
@@ -49,6 +50,9 @@ class SessionConfig:
     timing: bool = False
     # Ours, opt-in (gateway.session.resumes): the session survives a dropped connection.
     resumable: bool = False
+    # Ours: the served model to use (ASR_MODELS' names; None: the URL's ?model=, else the
+    # default). FunASR's clients never send it.
+    model: str | None = None
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -107,6 +111,13 @@ def _wav_name(name: str, value: object) -> str:
     return wav_name
 
 
+def _model(name: str, value: object) -> str:
+    model = read_text(name, value)
+    if not 0 < len(model) <= MAX_MODEL_CHARS:
+        raise ProtocolError(f"{name} must be a model's name of 1 to {MAX_MODEL_CHARS} characters")
+    return model
+
+
 def _wav_format(name: str, value: object) -> str:
     # FunASR's HTML5 client sends "PCM" for WAV files, its Python client "pcm".
     if not isinstance(value, str) or value.lower() != "pcm":
@@ -152,4 +163,5 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         itn=pick("itn", read_bool, old.itn),
         timing=pick("timing", read_bool, old.timing),
         resumable=pick("resumable", read_bool, old.resumable),
+        model=pick("model", _model, old.model),
     )

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.limits.access import Refusal, check_status_access
 from gateway.metrics import GatewayMetrics
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from workers.pool import WorkerStatus
 
 
@@ -22,43 +22,65 @@ async def healthz(serving: Serving | None, not_serving: str | None = None) -> Re
     if serving is None:
         why = not_serving or "not started"
         return JSONResponse({"status": "not serving", "reason": why}, 503)
-    for name, pool in (
-        ("streaming", serving.pool),
-        ("offline", serving.offline_pool),
-        ("vad", serving.vad_pool),
-    ):
-        reason = pool.health if pool is not None else None
-        if reason is not None:
-            return JSONResponse({"status": "failing", "pool": name, "reason": reason}, 503)
+    for model in serving.models.values():
+        for role, pool in (
+            ("streaming", model.pool),
+            ("offline", model.offline_pool),
+            ("vad", model.vad_pool),
+        ):
+            reason = pool.health if pool is not None else None
+            if reason is not None:
+                body = {"status": "failing", "model": model.name, "pool": role, "reason": reason}
+                return JSONResponse(body, 503)
     return JSONResponse({"status": "ok"})
 
 
 async def readyz(serving: Serving | None, request: Request) -> Response:
+    """Whether a session may come here: every model ready and none full, or with
+    ``?model=NAME`` that model (404 for a name not served), so that a balancer can route by
+    model. Not while draining, nor while the gateway-wide places are all taken."""
     if serving is None:
         return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
     admission = serving.admission
     draining = admission.announced.is_set()
-    workers_ready = all(pool.ready for pool in serving.pools)
+    asked = request.query_params.get("model")
+    if asked is not None and asked not in serving.models:
+        return JSONResponse({"ready": False, "error": f"model {asked[:64]!r} is not served"}, 404)
+    chosen = list(serving.models.values()) if asked is None else [serving.models[asked]]
     # Full: a balancer should send the next session elsewhere (it would be refused here).
-    ready = workers_ready and not draining and not admission.full
+    full = admission.full or any(model.places.full for model in chosen)
+    ready = all(model.ready for model in chosen) and not draining and not full
     status = 200 if ready else 503
     if _status_refusal(serving, request) is not None:
         # A load balancer's probe needs only the status code; the details need a key.
-        return JSONResponse({"ready": ready, "draining": draining, "full": admission.full}, status)
-    body = {
+        return JSONResponse({"ready": ready, "draining": draining, "full": full}, status)
+    body: dict[str, object] = {
         "ready": ready,
         "draining": draining,
-        "full": admission.full,
-        "sessions": {
-            "active": serving.admission.active,
-            "max": serving.admission.max_sessions,
-        },
+        "full": full,
+        "sessions": {"active": admission.active, "max": admission.max_sessions},
         "workers": [_worker_json(worker) for worker in serving.pool.status()],
     }
     for name, companion in (("offline", serving.offline_pool), ("vad", serving.vad_pool)):
         if companion is not None:
             body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
+    default = serving.default.name
+    body["models"] = {model.name: _model_json(model, model.name == default) for model in chosen}
     return JSONResponse(body, status)
+
+
+def _model_json(model: ServedModel, default: bool) -> dict[str, object]:
+    places = model.places
+    body: dict[str, object] = {
+        "ready": model.ready and not places.full,
+        "default": default,
+        "sessions": {"active": places.active, "max": places.max_sessions},
+        "workers": [_worker_json(worker) for worker in model.pool.status()],
+    }
+    for name, companion in (("offline", model.offline_pool), ("vad", model.vad_pool)):
+        if companion is not None:
+            body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
+    return body
 
 
 async def metrics(serving: Serving | None, request: Request, gauges: GatewayMetrics) -> Response:

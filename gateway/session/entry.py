@@ -1,12 +1,14 @@
-"""The WebSocket endpoint at ``/``: the handshake's checks (keys, origin), the places a
+"""The WebSocket endpoint at ``/``: the handshake's checks (keys, origin), the model
+(``?model=NAME``: a name not served is refused before anything is taken), the places a
 session takes (the audio budget, the per-client cap, one of ``ASR_MAX_SESSIONS``, waiting
-for it when ``ASR_ADMISSION_WAIT`` says so), then the session itself; or a resume
-(``?resume=TOKEN``, or a first frame that asks for one), which takes no place: its session
-has one."""
+for it when ``ASR_ADMISSION_WAIT`` says so, and one of its model's own), then the session
+itself; or a resume (``?resume=TOKEN``, or a first frame that asks for one), which takes no
+place: its session has one, and stays on its model whatever the URL says."""
 
 from __future__ import annotations
 
 import contextlib
+from urllib.parse import parse_qs
 
 import anyio
 from starlette.responses import JSONResponse
@@ -17,7 +19,7 @@ from gateway.limits.access import Refusal, check_handshake
 from gateway.metrics import GatewayMetrics
 from gateway.session.closing import close_reason, close_with_error
 from gateway.session.resumes import ResumeQuery, owner_of, resume_query
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from gateway.session.session import Session
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
@@ -30,6 +32,7 @@ from shared.errors import (
 )
 
 SUBPROTOCOL = "binary"  # what FunASR's clients offer
+MODEL_QUERY_PARAMETER = "model"
 
 
 async def serve_websocket(
@@ -53,17 +56,34 @@ async def serve_websocket(
         await close_with_error(websocket, exc)
         return
     if resume is None:
-        request = await serve_new_session(serving, websocket, metrics, owner)
+        try:
+            model = asked_model(serving, query_string)
+        except ProtocolError as exc:
+            metrics.sessions_refused.labels("unknown_model").inc()
+            await close_with_error(websocket, exc)
+            return
+        request = await serve_new_session(serving, websocket, metrics, owner, model)
         if request is None:
             return
         resume = ResumeQuery(request.token, request.last_result)
     await _resume_session(serving, websocket, metrics, resume, owner)
 
 
+def asked_model(serving: Serving, query_string: bytes) -> ServedModel | None:
+    """The model ``?model=NAME`` names (None: the URL names none), or ``UnknownModelError``."""
+    names = parse_qs(query_string.decode("latin-1")).get(MODEL_QUERY_PARAMETER)
+    return None if not names else serving.model(names[0])
+
+
 async def serve_new_session(
-    serving: Serving, websocket: WebSocket, metrics: GatewayMetrics, owner: str
+    serving: Serving,
+    websocket: WebSocket,
+    metrics: GatewayMetrics,
+    owner: str,
+    model: ServedModel | None = None,
 ) -> ResumeRequested | None:
-    """Admit and serve a session; its first frame may ask to resume another instead."""
+    """Admit and serve a session, on ``model`` (None: the first config's, else the
+    default); its first frame may ask to resume another instead."""
     client = websocket.client.host if websocket.client else "unknown"
     with contextlib.ExitStack() as places:
         try:
@@ -91,9 +111,16 @@ async def serve_new_session(
             metrics.sessions_refused.labels(_refusal_reason(exc)).inc()
             await close_with_error(websocket, exc)
             return None
+        if model is not None:
+            try:
+                places.enter_context(model.places.take())
+            except OverCapacityError as exc:
+                metrics.sessions_refused.labels("model_full").inc()
+                await close_with_error(websocket, exc)
+                return None
         places.enter_context(metrics.sessions_active.track_inprogress())
         metrics.sessions.inc()
-        return await Session(websocket, serving, metrics, owner, client).run()
+        return await Session(websocket, serving, metrics, owner, client, model).run()
 
 
 async def _resume_session(

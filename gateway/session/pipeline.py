@@ -32,7 +32,7 @@ from gateway.funasr.parser import (
 )
 from gateway.funasr.results import Label, end_acknowledgement
 from gateway.session.outbox import Outbox
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from gateway.session.streams import Acknowledge, Pass, SessionStreams
 from gateway.session.utterance import Utterance, utterance_for
 from shared.errors import WorkerError
@@ -51,12 +51,13 @@ class Pipeline:
         events: MemoryObjectReceiveStream[Event],
         outbox: Outbox,
         utterance_done: Callable[[], None],
+        model: ServedModel | None = None,
     ) -> None:
         self._events = events
         self._passes_in, self._passes = anyio.create_memory_object_stream[Pass | Acknowledge](
             PASS_BUFFER
         )
-        self.streams = SessionStreams(serving, self._passes_in)
+        self.streams = SessionStreams(serving, self._passes_in, model)
         self._outbox = outbox
         self._utterance_done = utterance_done
         self.event_taken = anyio.Event()
@@ -99,10 +100,12 @@ class Pipeline:
         streams = self.streams
         match event:
             case ConfigReceived(config=config):
+                streams.choose(config.model)
                 utterance = utterance_for(config, streams.utterance_settings(), vad=streams.vad)
                 await streams.carry_out(utterance, utterance.start())
             case AudioReceived(pcm=pcm):
                 assert utterance is not None, "the parser lets no audio before a config"
+                streams.heard()
                 await streams.carry_out(utterance, utterance.audio(pcm))
             case ConfigUpdated(config=config):
                 assert utterance is not None, "the parser updates only an utterance"

@@ -1,30 +1,33 @@
-"""What the app serves with once it has started: its settings, its pools, and what the
-sessions and requests share (places, the audio budget, the transcription limit)."""
+"""What the app serves with once it has started: its settings, the models with their pools,
+and what the sessions and requests share (places, the audio budget, the transcription
+limit)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
+from gateway.limits.model_places import ModelPlaces
 from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.session.resumes import ResumableSessions
 from gateway.settings import GatewaySettings
+from shared.errors import UnknownModelError
 from workers.pool import WorkerPool
 
 
 @dataclass(frozen=True, slots=True)
-class Serving:
-    settings: GatewaySettings
-    pool: WorkerPool
-    admission: Admission
-    clients: ClientSessions
-    transcriptions: TranscriptionLimiter
-    offline_pool: WorkerPool | None  # ASR_OFFLINE_MODEL's, else None: `pool` decodes all
-    vad_pool: WorkerPool | None  # ASR_VAD_MODEL's, else None: the energy endpointer
-    budget: AudioBudget  # the audio all sessions hold in this process
-    resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resumes)
+class ServedModel:
+    """One model a session may choose: its pools (a companion may be another model's
+    too) and its own places."""
+
+    name: str
+    pool: WorkerPool  # the streaming model's
+    offline_pool: WorkerPool | None  # its offline companion, else None: `pool` decodes all
+    vad_pool: WorkerPool | None  # its FSMN-VAD, else None: the energy endpointer
+    places: ModelPlaces
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:
@@ -34,3 +37,55 @@ class Serving:
     @property
     def pools(self) -> list[WorkerPool]:
         return [pool for pool in (self.pool, self.offline_pool, self.vad_pool) if pool is not None]
+
+    @property
+    def ready(self) -> bool:
+        return all(pool.ready for pool in self.pools)
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    settings: GatewaySettings
+    models: Mapping[str, ServedModel]  # by name, the default first
+    admission: Admission  # the gateway-wide places (ASR_MAX_SESSIONS)
+    clients: ClientSessions
+    transcriptions: TranscriptionLimiter
+    budget: AudioBudget  # the audio all sessions hold in this process
+    resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resumes)
+
+    def model(self, name: str | None) -> ServedModel:
+        """The model ``name`` names (None: the default), or ``UnknownModelError``."""
+        if name is None:
+            return self.default
+        model = self.models.get(name)
+        if model is None:
+            raise UnknownModelError(
+                f"model {name[:64]!r} is not served here; models: {', '.join(self.models)}"
+            )
+        return model
+
+    @property
+    def default(self) -> ServedModel:
+        return self.models[self.settings.model_table.default]
+
+    # The default model's pools: what is not chosen per model.
+    @property
+    def pool(self) -> WorkerPool:
+        return self.default.pool
+
+    @property
+    def offline_pool(self) -> WorkerPool | None:
+        return self.default.offline_pool
+
+    @property
+    def vad_pool(self) -> WorkerPool | None:
+        return self.default.vad_pool
+
+    @property
+    def whole_utterance_pool(self) -> WorkerPool:
+        return self.default.whole_utterance_pool
+
+    @property
+    def pools(self) -> list[WorkerPool]:
+        """Every pool once (a shared companion once)."""
+        return list(dict.fromkeys(pool for model in self.models.values() for pool in model.pools))

@@ -52,7 +52,7 @@ from gateway.session.pipeline import Pipeline
 from gateway.session.resumability import Resumability
 from gateway.session.resume_token import TokenClaim
 from gateway.session.resumes import Attachment
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from shared.errors import (
     GatewayError,
     ProtocolError,
@@ -84,6 +84,7 @@ class Session:
         metrics: GatewayMetrics,
         owner: str = "",
         client: str = "",
+        model: ServedModel | None = None,
     ) -> None:
         settings = serving.settings
         self._websocket = websocket  # the current connection's
@@ -96,7 +97,7 @@ class Session:
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
         self._outbox = Outbox()
-        self._pipeline = Pipeline(serving, events, self._outbox, self._utterance_done)
+        self._pipeline = Pipeline(serving, events, self._outbox, self._utterance_done, model)
         self._open_utterances = 0  # configs received whose final result is not sent yet
         self._utterances = 0  # configs received
         self._idle_scope: anyio.CancelScope | None = None

@@ -1,6 +1,11 @@
 """The pool streams of one session: opened, fed and finished as its utterances' actions
 say (``gateway.session.utterance.actions``), handed to the writer pass by pass, and every one
-still open closed at the session's end, with the audio it held given back."""
+still open closed at the session's end, with the audio it held given back.
+
+The pools are those of the session's model (``choose``): the URL's ``?model=``, else the
+first config's ``model``, else the default. Until audio has gone to a pool, a config may
+still name another (OpenAI's realtime session names its model in an update after the first
+turn is open); from then on the session stays on its model."""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from types import TracebackType
 from anyio.abc import ObjectSendStream
 
 from gateway.funasr.results import Label, ResultFrames
+from gateway.limits.admission import Place
 from gateway.limits.budget import HeldAudio
 from gateway.session.long_audio import find_segments
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from gateway.session.utterance import Utterance, UtteranceSettings
 from gateway.session.utterance.actions import (
     Action,
@@ -29,7 +35,8 @@ from gateway.session.utterance.actions import (
     StreamRef,
 )
 from gateway.session.vad import vad_events
-from workers.pool import AudioStream
+from shared.errors import ProtocolError
+from workers.pool import AudioStream, WorkerPool
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +62,53 @@ class SessionStreams:
     """Carries out the utterances' actions against the pools; ``passes`` is the writer's
     bounded stream."""
 
-    def __init__(self, serving: Serving, passes: ObjectSendStream[Pass | Acknowledge]) -> None:
+    def __init__(
+        self,
+        serving: Serving,
+        passes: ObjectSendStream[Pass | Acknowledge],
+        model: ServedModel | None = None,
+    ) -> None:
         self._serving = serving
-        self._pools = {Pool.STREAMING: serving.pool, Pool.WHOLE: serving.whole_utterance_pool}
-        if serving.vad_pool is not None:
-            self._pools[Pool.VAD] = serving.vad_pool
+        self._url_model = model  # the URL's ?model=, which no config may change
+        self._model = model or serving.default
+        self._place: Place | None = None  # the model's place, once a config chose it
+        self._heard = False  # audio has gone to the model's pools: it is settled
+        self._pools = _pools_of(self._model)
         self._passes = passes
         # Audio held whole in this process (offline utterances, 2pass sentences), counted
         # against the gateway-wide ASR_MAX_BUFFERED_SECONDS.
         self._held = HeldAudio(serving.budget)
         self._open: set[AudioStream] = set()  # every open stream, closed at the end
         self._bound: dict[StreamRef, AudioStream] = {}  # the forwarder's, until finished
+
+    @property
+    def model(self) -> ServedModel:
+        return self._model
+
+    def choose(self, name: str | None) -> None:
+        """A config's model (None: it names none). Raises ``UnknownModelError`` (1008),
+        ``ProtocolError`` for a change the session cannot make, ``OverCapacityError``
+        (1013) when the model has no place free."""
+        if self._url_model is not None and name not in (None, self._url_model.name):
+            raise ProtocolError(
+                f"the URL chose model {self._url_model.name!r}; a config cannot name another"
+            )
+        model = self._model if name is None else self._serving.model(name)
+        if model is not self._model and self._heard:
+            raise ProtocolError(
+                f"the session is on model {self._model.name!r} since its first audio; open"
+                f" another connection for {model.name!r}"
+            )
+        if model is self._model and (self._place is not None or self._url_model is not None):
+            return  # its place is taken already (the URL's: by the endpoint)
+        place = model.places.take()
+        if self._place is not None:
+            self._place.release()
+        self._model, self._place, self._pools = model, place, _pools_of(model)
+
+    def heard(self) -> None:
+        """Audio has come: the session's model is the one it has now."""
+        self._heard = True
 
     @property
     def vad(self) -> bool:
@@ -120,7 +163,7 @@ class SessionStreams:
                 segments = await find_segments(
                     pcm,
                     settings.max_segment_bytes,
-                    self._serving.vad_pool,
+                    self._model.vad_pool,
                     settings.endpoint.threshold,
                 )
                 return utterance.segments_found(segments)
@@ -137,6 +180,8 @@ class SessionStreams:
         self._open.clear()
         self._bound.clear()
         self._held.release_all()
+        if self._place is not None:
+            self._place.release()
 
     async def __aenter__(self) -> SessionStreams:
         return self
@@ -148,3 +193,10 @@ class SessionStreams:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _pools_of(model: ServedModel) -> dict[Pool, WorkerPool]:
+    pools = {Pool.STREAMING: model.pool, Pool.WHOLE: model.whole_utterance_pool}
+    if model.vad_pool is not None:
+        pools[Pool.VAD] = model.vad_pool
+    return pools

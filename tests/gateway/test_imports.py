@@ -19,19 +19,21 @@ import pytest
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
 
 # What each part of gateway/ may import, besides itself.
-BELOW_SESSION = {"audio", "funasr", "limits", "settings", "metrics"}
+BELOW_SESSION = {"audio", "funasr", "limits", "settings", "metrics", "models"}
 MAY_IMPORT: dict[str, set[str]] = {
     "audio": set(),
-    "settings": {"audio"},
+    "models": set(),
+    "settings": {"audio", "models"},
     "metrics": set(),
     "funasr": {"audio"},
-    "limits": {"audio", "funasr", "settings"},
+    "limits": {"audio", "funasr", "settings", "models"},
     "session": BELOW_SESSION,
     "files": BELOW_SESSION | {"session"},
     "openai_api": BELOW_SESSION | {"session", "files"},
     "ops": BELOW_SESSION | {"session"},
     "client": {"audio"},
-    "app": BELOW_SESSION | {"session", "files", "openai_api", "ops"},
+    "pools": BELOW_SESSION | {"session"},
+    "app": BELOW_SESSION | {"session", "files", "openai_api", "ops", "pools"},
     "__main__": {"app", "ops"},
 }
 TOP_LEVEL_MODULES_AT_MOST = 12

@@ -114,10 +114,15 @@ class WorkerPool:
         await self.aclose()
 
     async def start(self) -> None:
-        """Resolve the model, spawn every worker and wait until all have loaded it.
+        """Resolve the model, spawn every worker and wait until all have loaded it; then
+        supervise them. Fails loudly with the first worker's own error; no worker is left
+        running then."""
+        await self.load()
+        await self.supervise()
 
-        Fails loudly with the first worker's own error; no worker is left running then.
-        """
+    async def load(self) -> None:
+        """``start``'s first half, which may run in any task: several pools load at once.
+        ``supervise`` must follow in the task that will call ``aclose``."""
         settings = self.settings
         self.model, specs = await prepare(settings)
         handles = [
@@ -150,6 +155,9 @@ class WorkerPool:
         assert handles[0].ready is not None
         self._capabilities = handles[0].ready.capabilities
         self._seats = [Seat(h.index, h.spec, h) for h in handles]
+
+    async def supervise(self) -> None:
+        """Keep the loaded workers served (their task group is entered in this task)."""
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         for seat in self._seats:
@@ -172,6 +180,12 @@ class WorkerPool:
         every slab released even if the caller is cancelled meanwhile. Safe to call twice.
         """
         if self._task_group is None:
+            with anyio.CancelScope(shield=True):  # loaded, never supervised: stop them here
+                for seat in self._seats:
+                    seat.handle.kill()
+                    await seat.handle.reap(timeout=0)
+                    seat.handle.close()
+            self._seats = []
             return
         self._stopping = True
         with anyio.CancelScope(shield=True):

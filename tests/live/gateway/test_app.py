@@ -260,7 +260,7 @@ def test_a_worker_that_dies_fails_its_sessions_with_1011_and_is_replaced() -> No
             send(ws, [config(), b"\x05\x06", END])
             assert receive_until_final(ws)[-1]["text"] == checksum(b"\x05\x06")
         metrics = client.get("/metrics").text
-    assert 'asr_worker_restarts_total{device="cpu",worker="0"} 1.0' in metrics
+    assert 'asr_worker_restarts_total{device="cpu",model="checksum",worker="0"} 1.0' in metrics
     assert 'asr_session_errors_total{code="1011"} 1.0' in metrics
 
 
@@ -357,13 +357,13 @@ def test_metrics_count_sessions_chunks_and_worker_times(client: TestClient) -> N
     for line in (
         "asr_sessions_active 0.0",
         'asr_utterances_total{mode="offline"}',
-        'asr_chunks_total{worker="0"}',
-        'asr_queue_duration_seconds_bucket{le="0.0005",worker="0"}',
-        'asr_compute_duration_seconds_count{worker="0"}',
-        'asr_batch_size_bucket{le="1.0",worker="0"}',
-        'asr_worker_ready{device="cpu",worker="0"} 1.0',
-        'asr_worker_active_streams{device="cpu",worker="0"} 0.0',
-        'asr_worker_restarts_total{device="cpu",worker="0"} 0.0',
+        'asr_chunks_total{model="checksum",worker="0"}',
+        'asr_queue_duration_seconds_bucket{le="0.0005",model="checksum",worker="0"}',
+        'asr_compute_duration_seconds_count{model="checksum",worker="0"}',
+        'asr_batch_size_bucket{le="1.0",model="checksum",worker="0"}',
+        'asr_worker_ready{device="cpu",model="checksum",worker="0"} 1.0',
+        'asr_worker_active_streams{device="cpu",model="checksum",worker="0"} 0.0',
+        'asr_worker_restarts_total{device="cpu",model="checksum",worker="0"} 0.0',
     ):
         assert line in text
     sessions = next(line for line in text.splitlines() if line.startswith("asr_sessions_total"))

@@ -133,7 +133,7 @@ async def test_twenty_concurrent_sessions_get_every_checksum_right(tmp_path: Pat
     assert "asr_sessions_total 20.0" in metrics
     assert 'asr_utterances_total{mode="offline"}' in metrics  # both modes were exercised
     for worker in ("0", "1"):  # both workers took streams
-        assert f'asr_chunks_total{{worker="{worker}"}}' in metrics
+        assert f'asr_chunks_total{{model="checksum",worker="{worker}"}}' in metrics
     assert not leftover_segments(server.pid)
 
 

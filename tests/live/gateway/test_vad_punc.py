@@ -125,10 +125,14 @@ def test_2pass_sentences_end_where_the_vad_says(
     assert [m["is_final"] for m in offline] == [False, False, True]
 
 
-def test_readyz_and_metrics_show_the_vad_workers(vad_client: TestClient) -> None:
+def test_readyz_and_metrics_show_the_vad_workers(
+    vad_client: TestClient, tiny_vad_model: Path
+) -> None:
     body = vad_client.get("/readyz").json()
     assert [w["engine"] for w in body["vad_workers"]] == ["fsmn-vad"]
-    assert 'asr_worker_ready{device="cpu",worker="vad-0"} 1.0' in vad_client.get("/metrics").text
+    # A directory's model is named by its last part.
+    ready = f'asr_worker_ready{{device="cpu",model="{tiny_vad_model.name}",worker="vad-0"}} 1.0'
+    assert ready in vad_client.get("/metrics").text
 
 
 def test_online_sessions_do_not_use_the_vad(vad_client: TestClient) -> None:

@@ -1,0 +1,100 @@
+"""What the gateway serves: the models a session may choose, and the pools behind them.
+
+A served model is a streaming pool with at most one offline companion (the `offline` mode,
+2pass sentences and whole files) and one VAD companion (2pass sentence ends). Companions are
+pools of their own, and two models may name the same one: it is then one pool. Pure data:
+``gateway.models.models_file`` reads a table from ``ASR_MODELS``, ``single_model`` makes the
+one-model table of ``ASR_MODEL``, ``ASR_OFFLINE_MODEL`` and ``ASR_VAD_MODEL``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from shared.settings import PoolSettings
+
+# A model's name is a metric label value and a URL parameter: short, and plain.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolEntry:
+    """One pool: ``name`` is its entry's (the ``model`` label of its metrics); its role is
+    ``settings.kind``."""
+
+    name: str
+    settings: PoolSettings
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """A model a session or request may choose by ``name``. ``max_sessions``: its own cap
+    of live sessions, within the gateway-wide one (None: only that one)."""
+
+    name: str
+    streaming: PoolEntry
+    offline: PoolEntry | None = None
+    vad: PoolEntry | None = None
+    max_sessions: int | None = None
+
+    @property
+    def pools(self) -> tuple[PoolEntry, ...]:
+        return tuple(p for p in (self.streaming, self.offline, self.vad) if p is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTable:
+    """The models served, ``default`` first among ``choices``; ``from_file``: whether an
+    ``ASR_MODELS`` file made it (else the one model of the ``ASR_*MODEL`` settings)."""
+
+    default: str
+    choices: tuple[ModelChoice, ...]
+    from_file: bool = False
+
+    def __post_init__(self) -> None:
+        names = [choice.name for choice in self.choices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model names must be unique: {', '.join(names)}")
+        if self.default not in names:
+            raise ValueError(f"the default model {self.default!r} is not served")
+
+    def choice(self, name: str) -> ModelChoice | None:
+        return next((each for each in self.choices if each.name == name), None)
+
+    @property
+    def default_choice(self) -> ModelChoice:
+        choice = self.choice(self.default)
+        assert choice is not None, "checked at construction"
+        return choice
+
+    @property
+    def pool_entries(self) -> tuple[PoolEntry, ...]:
+        """Every pool once, in the order the models name them (a shared companion once)."""
+        return tuple(dict.fromkeys(p for choice in self.choices for p in choice.pools))
+
+
+def model_id(model: str) -> str:
+    """A model setting's value as a model's name: a directory by its last part only, so
+    that no server path is shown; a hub id or short name as it is."""
+    if model.startswith(("/", ".", "~")):
+        return PurePath(model.rstrip("/")).name or model
+    return model
+
+
+def single_model(
+    pool: PoolSettings,
+    offline: PoolSettings | None,
+    vad: PoolSettings | None,
+) -> ModelTable:
+    """The one model that ``ASR_MODEL`` and its companions make, named by its model
+    (``paraformer-zh-streaming``, ``synthetic:tiny``, a directory's last part)."""
+    name = model_id(pool.model)
+    choice = ModelChoice(
+        name,
+        PoolEntry(name, pool),
+        None if offline is None else PoolEntry(model_id(offline.model), offline),
+        None if vad is None else PoolEntry(model_id(vad.model), vad),
+    )
+    return ModelTable(name, (choice,))
