@@ -2,9 +2,10 @@
 audio hour, from one stream to past saturation.
 
 ``ws_load`` is the load generator (N streams in FunASR's protocol, verified against the
-checksum engine); ``sweep`` runs it per configuration and concurrency, with plots;
-``capacity`` finds the most real-time streams under a latency bar beside the raw ceiling;
-``realtime_dialect`` compares the OpenAI Realtime endpoint with FunASR's; ``transport``,
-``pipe_floor`` and ``batching`` measure the pool, its IPC floor and its batch policy alone;
-``funasr_server`` serves FunASR's own server on our models for side-by-side runs.
+checksum engine; one stream of it is ``ws_stream``); ``sweep`` runs it per configuration and
+concurrency, with plots; ``capacity`` finds the most real-time streams under a latency bar,
+beside the raw ceiling; ``realtime_dialect`` compares the OpenAI Realtime endpoint with
+FunASR's (one session of either: ``realtime_sessions``); ``transport``, ``pipe_floor`` and
+``batching`` measure the pool, its IPC floor and its batch policy alone; ``funasr_server``
+serves FunASR's own server on our models for side-by-side runs.
 """

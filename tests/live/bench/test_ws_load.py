@@ -108,7 +108,7 @@ def test_markdown_reports_median_and_spread() -> None:
 
 
 def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> None:
-    from bench.load.ws_load import SendLog
+    from bench.load.ws_stream import SendLog
 
     log = SendLog()
     for frame, at in enumerate([1.0, 2.0, 3.0]):
