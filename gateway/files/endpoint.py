@@ -27,8 +27,8 @@ from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
 from gateway.session.long_audio import transcribe_long
-from gateway.session.serving import Serving
-from shared.errors import GatewayError
+from gateway.session.serving import ServedModel, Serving
+from shared.errors import GatewayError, UnknownModelError
 from shared.messages import StreamOptions
 from workers.pool import Transcript
 
@@ -134,19 +134,27 @@ async def decode_upload(serving: Serving, data: bytes) -> npt.NDArray[np.int16]:
     return await anyio.to_thread.run_sync(decode_wav, data, serving.settings.max_session_s)
 
 
+def chosen_model(serving: Serving, name: str | None) -> ServedModel:
+    """The model a request names (None: the default); a name not served is a 404."""
+    try:
+        return serving.model(name)
+    except UnknownModelError as error:
+        raise TranscribeError(404, "unknown_model", error.message) from None
+
+
 async def transcribe_file(
-    serving: Serving, samples: npt.NDArray[np.int16], options: StreamOptions
+    serving: Serving, model: ServedModel, samples: npt.NDArray[np.int16], options: StreamOptions
 ) -> Transcript:
-    """The whole file's transcript; longer than ASR_MAX_SEGMENT_SECONDS, in segments cut
-    at pauses, then joined."""
+    """The whole file's transcript by ``model``; longer than ASR_MAX_SEGMENT_SECONDS, in
+    segments cut at pauses, then joined."""
     settings = serving.settings
     try:
         return await transcribe_long(
-            serving.whole_utterance_pool,
+            model.whole_utterance_pool,
             samples,
             options,
             max_segment_bytes=settings.max_segment_bytes,
-            vad_pool=serving.vad_pool,
+            vad_pool=model.vad_pool,
             energy_threshold=settings.endpoint.threshold,
         )
     except GatewayError as error:
@@ -170,14 +178,17 @@ def _refusal(error: TranscribeError) -> Response:
 
 async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
+    model = chosen_model(serving, audio.model)
     samples = await decode_upload(serving, audio.data)
-    transcript = await transcribe_file(serving, samples, StreamOptions(hotwords=audio.hotwords))
-    decoder = serving.whole_utterance_pool
+    options = StreamOptions(hotwords=audio.hotwords)
+    transcript = await transcribe_file(serving, model, samples, options)
+    decoder = model.whole_utterance_pool
     body: dict[str, object] = {
         "text": transcript.text,
         "duration_s": duration_s(samples),
         "source": audio.source,
         "model": decoder.model.description if decoder.model else "",
+        "served_model": model.name,
         "engine": decoder.engine,
     }
     if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]

@@ -200,6 +200,7 @@ class AudioRequest:
     data: bytes
     source: str  # the file name or the URL
     hotwords: tuple[str, ...] = ()
+    model: str | None = None  # a served model's name (None: the default)
 
 
 def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
@@ -269,7 +270,8 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
     if content_type.startswith("multipart/form-data"):
         form = await _read_upload(request, content_type, settings)
         assert form.file is not None, "_read_upload refuses a form without one"
-        return AudioRequest(form.file, form.filename, parse_hotwords_field(form.hotwords))
+        hotwords = parse_hotwords_field(form.hotwords)
+        return AudioRequest(form.file, form.filename, hotwords, form.text("model"))
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
@@ -283,13 +285,16 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         if not isinstance(url, str):
             raise TranscribeError(400, "bad_json", 'the JSON body must be {"url": "http(s)://..."}')
         words = parse_hotwords_field(payload.get("hotwords"))
+        model = payload.get("model")
+        if model is not None and not isinstance(model, str):
+            raise TranscribeError(400, "bad_model", "model must be a served model's name")
         data = await fetch(
             url,
             max_bytes=settings.max_bytes,
             timeout_s=settings.fetch_timeout_s,
             allow_private=settings.fetch_allow_private,
         )
-        return AudioRequest(data, url, words)
+        return AudioRequest(data, url, words, model)
     raise TranscribeError(
         415,
         "unsupported_type",

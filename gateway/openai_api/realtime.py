@@ -38,6 +38,7 @@ import logging
 import secrets
 import time
 from collections import deque
+from typing import Literal
 
 import anyio
 from starlette.responses import JSONResponse
@@ -69,7 +70,7 @@ from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClie
 from gateway.session.closing import CLOSE_GRACE_S, close_reason
 from gateway.session.entry import refused_handshake, serve_new_session
 from gateway.session.resumes import owner_of
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from gateway.session.transport import Transport, transport_of
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
@@ -121,8 +122,10 @@ async def serve_realtime(
         await refuse(websocket, error, metrics, code="unsupported_intent")
         return
     owner = owner_of(serving.settings.access, websocket.headers, websocket.scope["query_string"])
-    dialect = RealtimeDialect(websocket, serving, metrics)
-    await serve_new_session(serving, dialect.funasr_websocket(), metrics, owner)
+    # OpenAI's SDKs put a realtime model in the URL: ours by its name, theirs the default.
+    model = serving.models.get(websocket.query_params.get("model", ""))
+    dialect = RealtimeDialect(websocket, serving, metrics, model)
+    await serve_new_session(serving, dialect.funasr_websocket(), metrics, owner, model)
 
 
 class RealtimeDialect:
@@ -130,8 +133,17 @@ class RealtimeDialect:
     FunASR session's WebSocket: it reads FunASR frames made from the client's events and
     writes FunASR frames that become server events."""
 
-    def __init__(self, websocket: WebSocket, serving: Serving, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        serving: Serving,
+        metrics: GatewayMetrics,
+        url_model: ServedModel | None = None,
+    ) -> None:
         settings = serving.settings
+        self._serving = serving
+        self._url_model = url_model
+        self._model = url_model or serving.default
         self._websocket = websocket
         self._metrics = metrics
         # gateway.session.transport finds uvicorn's transport through ``receive.__self__``.
@@ -147,16 +159,17 @@ class RealtimeDialect:
         rate = settings.max_frames_per_s
         self._events_bucket = TokenBucket(rate, max(1.0, rate), anyio.current_time())
         self._expires_at = int(time.time() + settings.max_session_s)
-        model = serving.pool.model.description if serving.pool.model is not None else None
+        pool = self._model.pool
+        model = pool.model.description if pool.model is not None else None
         self._buffer = InputBuffer(
             RealtimeSettings(model=model),
             self._ids,
-            mode="online" if serving.offline_pool is None else "2pass",
+            mode=_mode_of(self._model),
             endpoint=settings.endpoint,
             max_turn_bytes=settings.max_segment_bytes,
             max_frame_bytes=settings.max_frame_bytes,
         )
-        self._transcripts = Transcripts(self._buffer, text_is_delta=serving.pool.text_is_delta)
+        self._transcripts = Transcripts(self._buffer, text_is_delta=pool.text_is_delta)
         self._last_frame: str | None = None
         self._unsent_events: deque[Event] = deque()
 
@@ -233,9 +246,30 @@ class RealtimeDialect:
             case BufferCleared():
                 return self._buffer.clear()
             case SessionUpdate(settings=settings, dialect=dialect):
-                outputs = self._buffer.update(settings, dialect)
+                outputs = [
+                    *self._choose_model(settings.model),
+                    *self._buffer.update(settings, dialect),
+                ]
                 name = "session.updated" if dialect == "ga" else "transcription_session.updated"
                 return [*outputs, ToClient(self._session_event(name))]
+
+    def _choose_model(self, name: str | None) -> list[Output]:
+        """A session update's transcription model: one of ours by its name (OpenAI's names
+        keep the model the session has), before the session's first audio."""
+        chosen = self._serving.models.get(name or "")
+        if chosen is None or chosen is self._model:
+            return []
+        if self._url_model is not None or not self._buffer.heard_nothing:
+            why = "the URL's ?model=" if self._url_model is not None else "its first audio"
+            raise RealtimeEventError(
+                "invalid_value",
+                f"the session is on model {self._model.name!r} since {why}; open another"
+                f" session for {chosen.name!r}",
+                param="session.audio.input.transcription.model",
+            )
+        self._model = chosen
+        self._transcripts.text_is_delta = chosen.pool.text_is_delta
+        return self._buffer.choose_model(chosen.name, _mode_of(chosen))
 
     def _next_piece(self) -> bytes:
         settings = self._buffer.settings
@@ -345,3 +379,9 @@ async def _deny(websocket: WebSocket, status: int, message: str) -> None:
         await websocket.send_denial_response(JSONResponse(body, status, headers))
     else:
         await websocket.close(CLOSE_POLICY_VIOLATION, close_reason(message))
+
+
+def _mode_of(model: ServedModel) -> Literal["online", "2pass"]:
+    """Each turn's FunASR mode: 2pass where the model has an offline decoder for the
+    completed transcript."""
+    return "online" if model.offline_pool is None else "2pass"

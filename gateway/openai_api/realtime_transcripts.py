@@ -32,7 +32,7 @@ class Transcripts:
 
     def __init__(self, buffer: InputBuffer, *, text_is_delta: bool) -> None:
         self._buffer = buffer
-        self._text_is_delta = text_is_delta
+        self.text_is_delta = text_is_delta  # the model's: set again when it changes
 
     def result(self, frame: dict[str, object]) -> list[Event]:
         item_id = frame.get("wav_name")
@@ -67,7 +67,7 @@ class Transcripts:
 
     def _streamed(self, state: ItemState, text: str) -> str:
         """The streaming pass's next text taken into the item; what is new in it."""
-        if self._text_is_delta:
+        if self.text_is_delta:
             state.texts.append(text)
             return text
         old = state.texts[0] if state.texts else ""

@@ -114,6 +114,7 @@ class InputBuffer:
         self.items: dict[str, ItemState] = {}
         self._ids = ids
         self._mode = mode
+        self._model: str | None = None  # the served model each turn's config names
         self._endpoint = endpoint
         self._max_turn_bytes = max_turn_bytes
         self._max_frame_bytes = max_frame_bytes
@@ -149,6 +150,20 @@ class InputBuffer:
         if settings.hotwords != old.hotwords and self._turn.opened:
             outputs.append(ToSession(text=json.dumps({"hotwords": settings.hotwords})))
         return outputs
+
+    @property
+    def heard_nothing(self) -> bool:
+        """No audio has reached the session yet: its model may still change."""
+        return self._position == 0 and self._turn.size == 0
+
+    def choose_model(self, name: str, mode: Literal["online", "2pass"]) -> list[Output]:
+        """Name ``name`` in the turns' configs from now, as ``mode``'s utterances; the open
+        turn, empty still (``heard_nothing``), ends unheard and opens again on it."""
+        assert self.heard_nothing, "a session's model is settled by its first audio"
+        self._model, self._mode = name, mode
+        if not self._turn.opened:
+            return []  # the next turn's config names it
+        return [*self._drop_silent_turn(), *self._open()]
 
     def append(self, audio: bytes) -> list[Output]:
         pcm = self._decoder.decode(audio)
@@ -264,6 +279,8 @@ class InputBuffer:
             "hotwords": self.settings.hotwords,
             "is_speaking": True,
         }
+        if self._model is not None:
+            config["model"] = self._model
         return [ToSession(text=json.dumps(config, ensure_ascii=False))]
 
     def _new_resampler(self) -> PcmResampler | None:

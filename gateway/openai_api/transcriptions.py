@@ -61,7 +61,6 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from pathlib import PurePath
 
 import anyio
 import numpy as np
@@ -87,6 +86,7 @@ from gateway.files.request import (
     refusal_for,
 )
 from gateway.metrics import GatewayMetrics
+from gateway.models.table import model_id
 from gateway.openai_api.errors import error_response, stream_error_event
 from gateway.openai_api.formats import (
     GRANULARITIES,
@@ -107,7 +107,7 @@ from gateway.session.long_audio import (
     join_segments,
     transcribe_segments,
 )
-from gateway.session.serving import Serving
+from gateway.session.serving import ServedModel, Serving
 from shared.errors import GatewayError
 from shared.messages import StreamOptions
 from workers.pool import WorkerPool
@@ -166,12 +166,7 @@ def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
     if not model:
         raise TranscribeError(400, "bad_model", "'model' is required: see GET /v1/models")
     if model not in served and model not in OPENAI_MODELS:
-        raise TranscribeError(
-            404,
-            "model_not_found",
-            f"the model {model!r} is not served here; GET /v1/models lists those that are"
-            f" (OpenAI's names are taken too: {', '.join(sorted(OPENAI_MODELS))})",
-        )
+        raise _not_found(model)
     response_format = form.text("response_format") or "json"
     if response_format not in RESPONSE_FORMATS:
         raise TranscribeError(
@@ -239,19 +234,34 @@ def _hotwords(form: Form) -> tuple[str, ...]:
 # -- the models ---------------------------------------------------------------------------
 
 
-def model_id(pool: WorkerPool) -> str:
-    """A pool's model as a model id: its ``ASR_*MODEL`` value; a directory by its name
-    only, so that no server path is shown."""
-    name = pool.settings.model
-    if name.startswith(("/", ".", "~")):
-        return PurePath(name.rstrip("/")).name or name
-    return name
-
-
 def model_ids(serving: Serving) -> list[str]:
-    """The whole-file decoder's model first, then the streaming pool's (Realtime's)."""
-    pools = [serving.whole_utterance_pool, serving.pool]
-    return list(dict.fromkeys(model_id(pool) for pool in pools))
+    """The models a request may name, the default first. From a models file, the served
+    models' names; else the one model's by its whole-file decoder's model first, then the
+    streaming pool's (Realtime's), as their ``ASR_*MODEL`` values."""
+    if serving.settings.model_table.from_file:
+        return list(serving.models)
+    default = serving.default
+    pools = [default.whole_utterance_pool, default.pool]
+    return list(dict.fromkeys(model_id(pool.settings.model) for pool in pools))
+
+
+def served_model(serving: Serving, name: str) -> ServedModel:
+    """The model a request's ``model`` names: a served one, or the default for one of
+    OpenAI's names and the one model's other ids (a 404 for anything else)."""
+    if name in serving.models:
+        return serving.models[name]
+    if name in OPENAI_MODELS or name in model_ids(serving):
+        return serving.default
+    raise _not_found(name)
+
+
+def _not_found(name: str) -> TranscribeError:
+    return TranscribeError(
+        404,
+        "model_not_found",
+        f"the model {name!r} is not served here; GET /v1/models lists those that are"
+        f" (OpenAI's names are taken too: {', '.join(sorted(OPENAI_MODELS))})",
+    )
 
 
 async def list_models(serving: Serving | None, request: Request) -> Response:
@@ -285,18 +295,19 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     settings = serving.settings
     form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS)
     asked = parse_request(form, model_ids(serving))
+    model = served_model(serving, asked.model)
     assert form.file is not None, "read_upload refuses a form without one"
     samples = await decode_upload(serving, form.file)
     try:
         segments = await file_segments(
             samples,
             max_segment_bytes=settings.max_segment_bytes,
-            vad_pool=serving.vad_pool,
+            vad_pool=model.vad_pool,
             energy_threshold=settings.endpoint.threshold,
         )
     except GatewayError as error:
         raise refusal_for(error) from None
-    decode = _Decode(serving.whole_utterance_pool, samples, segments, asked)
+    decode = _Decode(model.whole_utterance_pool, samples, segments, asked)
     if asked.stream:
         return EventStream(lambda send: decode.stream(send, metrics))
     try:
