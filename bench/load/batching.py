@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import anyio
 import numpy as np
 
+from bench.common.report import header
 from bench.common.stats import distribution
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool
@@ -99,9 +100,13 @@ async def measure(case: Case, repeat: int) -> Row:
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| case | wait / deadline | send -> result p50 / max | worker queue_ms p50 / max"
-        " | batch size |",
-        "|---|---|---|---|---|",
+        *header(
+            "case",
+            "wait / deadline",
+            "send -> result p50 / max",
+            "worker queue_ms p50 / max",
+            "batch size",
+        ),
     ]
     for row in rows:
         case = row.case

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.common import procfs
+from bench.common.report import header
 from bench.load import ws_load
 from bench.load.sweep import Config, start_gateway
 from bench.models.raw_ceiling import measure
@@ -142,9 +143,17 @@ def run(args: argparse.Namespace) -> Report:
 
 def markdown(report: Report, args: argparse.Namespace) -> str:
     lines = [
-        "| arrivals | streams | errors | p50 chunk ms | p95 chunk ms | p99 chunk ms"
-        " | final p95 ms | audio s per s | mean batch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *header(
+            "arrivals",
+            "streams",
+            "errors",
+            "p50 chunk ms",
+            "p95 chunk ms",
+            "p99 chunk ms",
+            "final p95 ms",
+            "audio s per s",
+            "mean batch",
+        ),
     ]
     points = ([report.saturation] if report.saturation else []) + report.points
     for p in points:

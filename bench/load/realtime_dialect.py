@@ -53,6 +53,7 @@ from pathlib import Path
 from bench.common.audio import load_audio
 from bench.common.gateway import serve
 from bench.common.procfs import cpu_seconds, parent
+from bench.common.report import header
 from bench.common.stats import Distribution, distribution
 from bench.load.realtime_sessions import (
     CHUNK_SAMPLES,
@@ -213,10 +214,21 @@ def markdown(args: argparse.Namespace, summaries: list[EndpointSummary]) -> str:
         f" {100 * funasr.gateway_core_share:.1f}% (FunASR) and"
         f" {100 * openai.gateway_core_share:.1f}% (OpenAI) of one core.",
         "",
-        "| endpoint | sessions | errors | verified | chunk p50 ms | chunk p95 ms | chunk p99 ms"
-        " | final p50 ms | final p95 ms | final p99 ms | gateway CPU s/audio h"
-        " | workers CPU s/audio h | client CPU s/audio h |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *header(
+            "endpoint",
+            "sessions",
+            "errors",
+            "verified",
+            "chunk p50 ms",
+            "chunk p95 ms",
+            "chunk p99 ms",
+            "final p50 ms",
+            "final p95 ms",
+            "final p99 ms",
+            "gateway CPU s/audio h",
+            "workers CPU s/audio h",
+            "client CPU s/audio h",
+        ),
     ]
     for s in summaries:
         numbers = " | ".join(f"{v:.1f}" for v in values(s))

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.common.gateway import Gateway, NotReady, served
 from bench.common.procfs import family_cpu_seconds
-from bench.common.report import spread
+from bench.common.report import header, spread
 from bench.load import ws_load
 
 READY_TIMEOUT_S = 600.0  # synthetic:large is built on first use
@@ -118,10 +118,19 @@ def run_point(
 
 def markdown(points: list[Point]) -> str:
     lines = [
-        "| config | streams | runs | errors | p50 chunk ms | p95 chunk ms (median, min-max)"
-        " | p99 chunk ms | final p95 ms | server CPU s / audio h | client CPU s"
-        " | audio s per s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *header(
+            "config",
+            "streams",
+            "runs",
+            "errors",
+            "p50 chunk ms",
+            "p95 chunk ms (median, min-max)",
+            "p99 chunk ms",
+            "final p95 ms",
+            "server CPU s / audio h",
+            "client CPU s",
+            "audio s per s",
+        ),
     ]
     keys = sorted({(p.config, p.streams) for p in points}, key=lambda k: (k[0], k[1]))
     for name, streams in keys:

@@ -23,6 +23,7 @@ import numpy as np
 
 from bench.common.audio import expected_checksum
 from bench.common.procfs import cpu_seconds, own_cpu_seconds
+from bench.common.report import header
 from shared.settings import PoolSettings, Transport
 from workers.pool import WorkerPool
 
@@ -103,9 +104,15 @@ async def run_transport(
 
 def summarize(runs: list[TransportRun]) -> str:
     lines = [
-        "| transport | runs | total CPU µs/chunk (median, min-max) | parent µs | workers µs"
-        " | p50 ms | p99 ms (median, min-max) |",
-        "|---|---|---|---|---|---|---|",
+        *header(
+            "transport",
+            "runs",
+            "total CPU µs/chunk (median, min-max)",
+            "parent µs",
+            "workers µs",
+            "p50 ms",
+            "p99 ms (median, min-max)",
+        ),
     ]
     for transport in ("shm", "queue"):
         mine = [r for r in runs if r.transport == transport]

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common.audio import load_audio
+from bench.common.report import header
 from bench.common.stats import Distribution, distribution
 from bench.load.ws_stream import SAMPLE_RATE, StreamRecord, run_stream
 from shared.gc_tuning import latency_tuned_gc
@@ -168,8 +169,7 @@ def markdown(summary: LoadSummary) -> str:
         + f"; {summary.audio_seconds:.0f} s of audio in {summary.wall_seconds:.1f} s;"
         f" compute RTF {summary.rtf_compute:.3f}; client CPU {summary.client_cpu_seconds:.1f} s",
         "",
-        "| metric | n | mean | p50 | p95 | p99 | max |",
-        "|---|---|---|---|---|---|---|",
+        *header("metric", "n", "mean", "p50", "p95", "p99", "max"),
     ]
     for name, d in rows:
         lines.append(

@@ -43,6 +43,7 @@ from bench.common import procfs
 from bench.common.gateway import Gateway, served
 from bench.common.messages import END
 from bench.common.procfs import rss_mib
+from bench.common.report import header
 from bench.common.stats import distribution
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
@@ -222,7 +223,7 @@ async def twice_the_places() -> tuple[Row, str]:
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| case | n | p50 | max | what |", "|---|---|---|---|---|"]
+    lines = header("case", "n", "p50", "max", "what")
     for row in rows:
         d = distribution(row.values)
         lines.append(

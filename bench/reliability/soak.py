@@ -34,6 +34,7 @@ import websockets
 from bench.common import procfs
 from bench.common.audio import checksum
 from bench.common.gateway import Gateway, served
+from bench.common.report import header
 
 SAMPLE_RATE = 16000
 CHUNK_BYTES = 19200  # 600 ms, the default config's model chunk
@@ -280,8 +281,7 @@ def markdown(report: SoakReport) -> str:
         + f"); {report.verified} of {completed} run to the end verified;"
         f" {len(report.failures)} failures",
         "",
-        "| held by the server | before | after |",
-        "|---|---|---|",
+        *header("held by the server", "before", "after"),
         *(f"| {name} | {b} | {a} |" for name, b, a in rows),
     ]
     if report.rss_samples_mib:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.abuse.probes.runner import Baseline, Outcome
 from bench.abuse.probes.server import PROFILE
+from bench.common.report import header
 
 
 def _bytes(size: float) -> str:
@@ -81,9 +82,15 @@ def _cell(text: str) -> str:
 
 def table(outcomes: Sequence[Outcome]) -> str:
     lines = [
-        "| resource | endpoint | probe | what it costs the client | what it costs us"
-        " | bound | within the promise? |",
-        "|---|---|---|---|---|---|---|",
+        *header(
+            "resource",
+            "endpoint",
+            "probe",
+            "what it costs the client",
+            "what it costs us",
+            "bound",
+            "within the promise?",
+        ),
     ]
     for outcome in outcomes:
         probe = outcome.probe
@@ -102,9 +109,12 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 def baselines(groups: Sequence[Baseline]) -> str:
     lines = [
-        "| settings over the profile | victims alone before: p50/p99 ms | after |"
-        " gateway CPU a second |",
-        "|---|---|---|---|",
+        *header(
+            "settings over the profile",
+            "victims alone before: p50/p99 ms",
+            "after",
+            "gateway CPU a second",
+        ),
     ]
     for group in groups:
         changed = {k: v for k, v in group.env.items() if PROFILE.get(k) != v}
