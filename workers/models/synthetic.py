@@ -169,9 +169,15 @@ def build_config(kind: ModelKind, size: ModelSize, timestamps: bool = False) -> 
 
 
 def build_model_dir(
-    out_dir: Path, kind: ModelKind, size: ModelSize, seed: int = 0, timestamps: bool = False
+    out_dir: Path,
+    kind: ModelKind,
+    size: ModelSize,
+    seed: int = 0,
+    timestamps: bool = False,
+    vocabulary: int = 0,
 ) -> Path:
-    """Write a loadable random-weight model directory; deterministic for a seed."""
+    """Write a loadable random-weight model directory; deterministic for a seed.
+    ``vocabulary`` (the Paraformers'): which characters its tokens are (``build_tokens``)."""
     if kind in ("vad", "punc"):
         from workers.models.synthetic_companions import build_punc_dir, build_vad_dir
 
@@ -192,7 +198,7 @@ def build_model_dir(
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     config = build_config(kind, size, timestamps)
-    tokens = build_tokens(TINY_VOCAB if size == "tiny" else LARGE_VOCAB)
+    tokens = build_tokens(TINY_VOCAB if size == "tiny" else LARGE_VOCAB, vocabulary)
 
     torch.manual_seed(seed)
     model_class = tables.model_classes[config["model"]]
@@ -253,8 +259,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="offline only: a BiCifParaformer, which also predicts token times",
     )
+    parser.add_argument(
+        "--vocabulary",
+        type=int,
+        default=0,
+        help="which characters the tokens are: models of different vocabularies share none",
+    )
     args = parser.parse_args(argv)
-    path = build_model_dir(args.out_dir, args.kind, args.size, args.seed, args.timestamps)
+    path = build_model_dir(
+        args.out_dir, args.kind, args.size, args.seed, args.timestamps, args.vocabulary
+    )
     print(path)
     return 0
 

@@ -34,9 +34,16 @@ def frontend_conf(lfr_m: int, lfr_n: int) -> dict[str, Any]:
     }
 
 
-def build_tokens(vocab_size: int) -> list[str]:
-    """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``."""
-    body = [chr(0x4E00 + i) for i in range(vocab_size - 4)]
+CJK_FIRST, CJK_COUNT = 0x4E00, 20992  # the CJK Unified Ideographs block
+
+
+def build_tokens(vocab_size: int, vocabulary: int = 0) -> list[str]:
+    """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``. ``vocabulary``
+    picks which characters: models of different vocabularies share none."""
+    first = CJK_FIRST + vocabulary * (vocab_size - 4)
+    if vocabulary < 0 or first + vocab_size - 4 > CJK_FIRST + CJK_COUNT:
+        raise ValueError(f"vocabulary {vocabulary} is past the CJK block for {vocab_size} tokens")
+    body = [chr(first + i) for i in range(vocab_size - 4)]
     return ["<blank>", "<s>", "</s>", *body, "<unk>"]
 
 
