@@ -86,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--api-key", default=os.environ.get("ASR_API_KEY"), help="default $ASR_API_KEY"
     )
+    parser.add_argument("--model", help="a served model (ASR_MODELS); default: the server's")
     args = parser.parse_args(argv)
     try:
         pcm = read_wav(args.file)
@@ -106,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         api_key=args.api_key,
         resumable=args.resumable,
         on_session=_report_resume,
+        model=args.model,
     )
     try:
         anyio.run(run)

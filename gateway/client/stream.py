@@ -157,13 +157,16 @@ async def transcribe(
     api_key: str | None = None,
     resumable: bool = False,
     on_session: MessageCallback | None = None,
+    model: str | None = None,
 ) -> Transcript:
     """Stream ``pcm`` as one utterance and return its results; ``ServerError`` on refusal
     (its ``code`` is the close code, or the HTTP status of a refused handshake).
 
     ``resumable``: ask for a resumable session and, when the connection drops, resume it
     (for up to the window the server's session frame gives). ``on_message`` sees each
-    result once; ``on_session`` each session frame, the first and one per resume."""
+    result once; ``on_session`` each session frame, the first and one per resume.
+    ``model``: a served model's name, sent in the config (the URL's ``?model=`` does the
+    same, where a proxy can see it)."""
     config: dict[str, object] = {
         "mode": mode,
         "chunk_size": list(chunk_size),
@@ -175,6 +178,8 @@ async def transcribe(
     }
     if resumable:
         config["resumable"] = True
+    if model is not None:
+        config["model"] = model
     frame_samples = SAMPLE_RATE * 60 * chunk_size[1] // chunk_interval // 1000
     stream = _Stream(
         url=url,

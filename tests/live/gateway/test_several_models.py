@@ -1,0 +1,313 @@
+"""Several models in one gateway (``ASR_MODELS``), on a real uvicorn with real workers.
+
+Served at once: ``zh``, the tiny streaming Paraformer, with a tiny SeACo-Paraformer as its
+offline companion; ``en``, a streaming Paraformer of another seed and another vocabulary
+(no character in common with ``zh``'s); ``sum``, the checksum engine, at most two sessions.
+Each session's text must equal funasr's own output for its model, so no session can get
+another model's text unnoticed; the vocabularies make a crossing visible in any one text.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import numpy as np
+import openai
+import pytest
+from websockets.asyncio.client import connect
+
+from bench.common.gateway import Gateway, serve_blocking
+from gateway.client import ServerError, transcribe
+from tests.helpers.checksums import checksum
+from workers.engines.paraformer import load_automodel, to_float
+from workers.models.synthetic import build_model_dir
+from workers.models.synthetic_base import CJK_FIRST, TINY_VOCAB
+
+pytestmark = pytest.mark.anyio
+
+CHUNK_SAMPLES = 9600  # chunk_size [5, 10, 5]: 600 ms
+TINY_CHARACTERS = TINY_VOCAB - 4
+
+
+@pytest.fixture(scope="module")
+def other_vocabulary_model(model_cache: Path) -> Path:
+    target = model_cache / "synthetic-streaming-tiny-seed7-vocabulary1"
+    if (target / "model.pt").is_file():
+        return target
+    return build_model_dir(target, "streaming", "tiny", seed=7, vocabulary=1)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_streaming_model: Path,
+    tiny_seaco_model: Path,
+    other_vocabulary_model: Path,
+    model_cache: Path,
+) -> Iterator[Gateway]:
+    folder = tmp_path_factory.mktemp("several-models")
+    models = folder / "models.toml"
+    models.write_text(
+        f"""
+default = "zh"
+
+[models.zh]
+model = "{tiny_streaming_model}"
+offline = "zh-offline"
+
+[models.zh-offline]
+model = "{tiny_seaco_model}"
+
+[models.en]
+model = "{other_vocabulary_model}"
+
+[models.sum]
+model = "checksum"
+devices = ["cpu", "cpu"]
+max_sessions = 2
+"""
+    )
+    env = {
+        "ASR_MODELS": str(models),
+        "ASR_DEVICES": "cpu",
+        "ASR_MODEL_CACHE": str(model_cache),
+        "ASR_MAX_SESSIONS": "16",
+    }
+    for name in ("ASR_MODEL", "ASR_OFFLINE_MODEL", "ASR_VAD_MODEL", "ASR_PUNC_MODEL"):
+        assert name not in os.environ, f"{name} is set: the models file names the models"
+    with serve_blocking(env, folder / "server.log", ready_timeout=180) as gateway:
+        yield gateway
+
+
+def speech_like(seconds: float, seed: int) -> np.ndarray[Any, np.dtype[np.int16]]:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    tone = np.sin(2 * np.pi * (150 + 100 * np.sin(2 * np.pi * 0.5 * t)) * t)
+    return (tone * 8000 + rng.normal(0, 1500, t.size)).astype(np.int16)
+
+
+def funasr_streaming_texts(model_dir: Path, audio: np.ndarray[Any, Any]) -> list[str]:
+    """funasr's own texts for ``audio`` in 600 ms chunks, look-back 4/0 (the defaults of a
+    FunASR config): what an online session must get, chunk by chunk."""
+    model = load_automodel(str(model_dir), "cpu", threads=1)
+    chunks = [audio[i : i + CHUNK_SAMPLES] for i in range(0, len(audio), CHUNK_SAMPLES)]
+    cache: dict[str, Any] = {}
+    texts = []
+    for i, chunk in enumerate(chunks):
+        result = model.generate(
+            input=to_float(chunk),
+            cache=cache,
+            is_final=i == len(chunks) - 1,
+            chunk_size=[5, 10, 5],
+            encoder_chunk_look_back=4,
+            decoder_chunk_look_back=0,
+            disable_pbar=True,
+        )
+        texts.append(result[0]["text"] if result else "")
+    return [text for text in texts if text]
+
+
+def in_vocabulary(text: str, vocabulary: int) -> bool:
+    first = CJK_FIRST + vocabulary * TINY_CHARACTERS
+    return all(first <= ord(c) < first + TINY_CHARACTERS for c in text if not c.isspace())
+
+
+def wav_bytes(audio: np.ndarray[Any, Any]) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(16000)
+        wav.writeframes(audio.astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def url(server: Gateway, model: str | None) -> str:
+    root = server.url.rstrip("/")
+    return root if model is None else f"{root}/?model={model}"
+
+
+async def online_texts(server: Gateway, url_model: str | None, pcm: bytes, **kw: Any) -> list[str]:
+    """An online session's texts, on ``?model=url_model`` (``model=``: in the config)."""
+    session = url(server, url_model)
+    transcript = await transcribe(session, pcm, mode="online", realtime=False, **kw)
+    return [str(m["text"]) for m in transcript.messages if m["text"]]
+
+
+async def get(server: Gateway, path: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+        return await http.get(path)
+
+
+async def readyz(server: Gateway, model: str | None = None) -> httpx.Response:
+    return await get(server, "/readyz" if model is None else f"/readyz?model={model}")
+
+
+async def test_each_session_gets_its_own_models_text_as_funasr_gives_it(
+    server: Gateway, tiny_streaming_model: Path, other_vocabulary_model: Path
+) -> None:
+    audio = speech_like(3.3, 1)
+    pcm = audio.tobytes()
+    zh = funasr_streaming_texts(tiny_streaming_model, audio)
+    en = funasr_streaming_texts(other_vocabulary_model, audio)
+    assert "".join(zh), "the tiny models emit tokens"
+    assert "".join(en)
+    assert in_vocabulary("".join(zh), 0)
+    assert in_vocabulary("".join(en), 1)
+    got: dict[str, list[list[str]]] = {"zh": [], "en": [], "sum": [], "default": []}
+
+    async def run(name: str) -> None:
+        model = None if name == "default" else name
+        got[name].append(await online_texts(server, model, pcm))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:  # all at once, two of each
+            for name in ("zh", "en", "sum", "default") * 2:
+                group.start_soon(run, name)
+    assert got["zh"] == [zh, zh]
+    assert got["default"] == [zh, zh]  # no ?model=: the file's default
+    assert got["en"] == [en, en]
+    assert got["sum"][0][-1] == checksum(pcm)
+    assert got["sum"][0] == got["sum"][1]
+
+
+async def test_the_config_names_the_model_and_the_url_cannot_be_overridden(
+    server: Gateway,
+) -> None:
+    pcm = speech_like(1.3, 2).tobytes()
+    with anyio.fail_after(60):
+        assert (await online_texts(server, None, pcm, model="sum"))[-1] == checksum(pcm)
+        with pytest.raises(ServerError) as refused:
+            await online_texts(server, "zh", pcm, model="sum")
+    assert refused.value.code == 1008
+    assert "the URL chose model 'zh'" in refused.value.message
+
+
+async def test_an_unknown_model_is_refused_with_1008_before_any_place_is_taken(
+    server: Gateway,
+) -> None:
+    before = (await readyz(server)).json()["sessions"]["active"]
+    with anyio.fail_after(30):
+        async with connect(url(server, "klingon")) as ws:
+            error = json.loads(await ws.recv())
+            await ws.wait_closed()
+    assert ws.close_code == 1008
+    assert "model 'klingon' is not served here; models: zh, en, sum" in error["message"]
+    assert (await readyz(server)).json()["sessions"]["active"] == before
+    with pytest.raises(ServerError) as refused:
+        await online_texts(server, None, b"\0\0" * 100, model="klingon")
+    assert refused.value.code == 1008
+    metrics = (await get(server, "/metrics")).text
+    assert 'asr_sessions_refused_total{reason="unknown_model"}' in metrics
+    assert "klingon" not in metrics  # no client makes a label value
+
+
+async def test_a_full_model_refuses_with_1013_while_the_others_still_admit(
+    server: Gateway, tiny_streaming_model: Path
+) -> None:
+    config = json.dumps({"mode": "online", "wav_name": "held", "is_speaking": True})
+    with anyio.fail_after(60):
+        async with connect(url(server, "sum")) as first, connect(url(server, "sum")) as second:
+            for ws in (first, second):
+                await ws.send(config)
+                await ws.send(b"\1\0" * 320)
+            assert (await readyz(server, "sum")).status_code == 503
+            assert (await readyz(server, "sum")).json()["models"]["sum"]["sessions"] == {
+                "active": 2,
+                "max": 2,
+            }
+            assert (await readyz(server, "zh")).status_code == 200
+            assert (await readyz(server)).status_code == 503  # one model full: not every model
+            with pytest.raises(ServerError) as refused:
+                await online_texts(server, "sum", b"\0\0" * 100)
+            assert refused.value.code == 1013
+            assert "model 'sum' is serving its maximum of 2 sessions" in refused.value.message
+            audio = speech_like(1.3, 3)
+            expected = funasr_streaming_texts(tiny_streaming_model, audio)
+            assert await online_texts(server, "zh", audio.tobytes()) == expected
+        pcm = b"\2\0" * 16000
+        assert (await online_texts(server, "sum", pcm))[-1] == checksum(pcm)
+    assert (await readyz(server, "nope")).status_code == 404
+
+
+async def test_a_killed_worker_of_one_model_never_touches_another_models_sessions(
+    server: Gateway, tiny_streaming_model: Path, other_vocabulary_model: Path
+) -> None:
+    audio = speech_like(3.3, 4)  # not whole chunks: the last one goes with the end
+    pcm = audio.tobytes()
+    zh = funasr_streaming_texts(tiny_streaming_model, audio)
+    (en_worker,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
+    outcomes: dict[str, Any] = {}
+
+    async def run(name: str, key: str) -> None:
+        try:
+            outcomes[key] = await transcribe(url(server, name), pcm, mode="online")
+        except ServerError as error:
+            outcomes[key] = error
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            for key in ("zh-1", "zh-2"):
+                group.start_soon(run, "zh", key)
+            for key in ("sum-1", "sum-2"):
+                group.start_soon(run, "sum", key)
+            group.start_soon(run, "en", "en")
+            await anyio.sleep(1.2)  # mid-stream, real time
+            os.kill(en_worker["pid"], signal.SIGKILL)
+        assert isinstance(outcomes["en"], ServerError)
+        assert outcomes["en"].code == 1011
+        for key in ("zh-1", "zh-2"):
+            assert [m["text"] for m in outcomes[key].messages if m["text"]] == zh
+        for key in ("sum-1", "sum-2"):
+            assert outcomes[key].messages[-1]["text"] == checksum(pcm)
+        while (await readyz(server, "en")).status_code != 200:  # noqa: ASYNC110 (replaced)
+            await anyio.sleep(0.2)
+    (replaced,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
+    assert replaced["pid"] != en_worker["pid"]
+    assert (await readyz(server, "zh")).json()["models"]["zh"]["workers"][0]["restarts"] == 0
+    assert (await get(server, "/healthz")).status_code == 200
+
+
+def test_files_choose_their_model_in_both_apis(server: Gateway, tiny_seaco_model: Path) -> None:
+    audio = speech_like(2.5, 5)
+    data = wav_bytes(audio)
+    seaco = load_automodel(str(tiny_seaco_model), "cpu", threads=1)
+    expected = str(seaco.generate(input=to_float(audio), disable_pbar=True)[0]["text"])
+    with httpx.Client(base_url=server.http, trust_env=False, timeout=60) as http:
+        by_zh = http.post("/v1/transcribe", files={"file": ("a.wav", data)}, data={"model": "zh"})
+        assert by_zh.json()["text"] == expected  # zh's offline companion decodes files
+        by_sum = http.post("/v1/transcribe", files={"file": ("a.wav", data)}, data={"model": "sum"})
+        assert by_sum.json()["text"] == checksum(audio.tobytes())
+        unknown = http.post(
+            "/v1/transcribe", files={"file": ("a.wav", data)}, data={"model": "nope"}
+        )
+        assert unknown.status_code == 404
+    client = openai.OpenAI(base_url=f"{server.http}/v1", api_key="unused")
+    assert [model.id for model in client.models.list()] == ["zh", "en", "sum"]
+    text = client.audio.transcriptions.create(model="zh", file=("a.wav", data)).text
+    assert text == expected
+    assert client.audio.transcriptions.create(model="whisper-1", file=("a.wav", data)).text == (
+        expected  # OpenAI's own names: the default model
+    )
+    summed = client.audio.transcriptions.create(model="sum", file=("a.wav", data))
+    assert summed.text == checksum(audio.tobytes())
+    with pytest.raises(openai.NotFoundError):
+        client.audio.transcriptions.create(model="nope", file=("a.wav", data))
+
+
+def test_metrics_label_every_pool_by_its_model(server: Gateway) -> None:
+    metrics = httpx.get(f"{server.http}/metrics", trust_env=False).text
+    for model, worker in (("zh", "0"), ("zh-offline", "offline-0"), ("en", "0"), ("sum", "1")):
+        assert f'asr_worker_ready{{device="cpu",model="{model}",worker="{worker}"}}' in metrics
+        assert f'asr_worker_resident_memory_bytes{{device="cpu",model="{model}"' in metrics
+    assert 'asr_model_sessions_max{model="sum"} 2.0' in metrics
+    assert 'asr_model_sessions_max{model="zh"} 16.0' in metrics
