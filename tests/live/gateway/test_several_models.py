@@ -9,6 +9,7 @@ another model's text unnoticed; the vocabularies make a crossing visible in any 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -28,6 +29,7 @@ from websockets.asyncio.client import connect
 from bench.common.gateway import Gateway, serve_blocking
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import checksum
+from tests.helpers.realtime_audio import COMPLETED
 from workers.engines.paraformer import load_automodel, to_float
 from workers.models.synthetic import build_model_dir
 from workers.models.synthetic_base import CJK_FIRST, TINY_VOCAB
@@ -311,3 +313,65 @@ def test_metrics_label_every_pool_by_its_model(server: Gateway) -> None:
         assert f'asr_worker_resident_memory_bytes{{device="cpu",model="{model}"' in metrics
     assert 'asr_model_sessions_max{model="sum"} 2.0' in metrics
     assert 'asr_model_sessions_max{model="zh"} 16.0' in metrics
+
+
+def realtime_client(server: Gateway) -> openai.OpenAI:
+    # The beta client always takes wss:// from base_url; websocket_base_url says ws://.
+    return openai.OpenAI(
+        base_url=f"{server.http}/v1",
+        websocket_base_url=f"ws://127.0.0.1:{server.port}/v1",
+        api_key="unused",
+        max_retries=0,
+    )
+
+
+def committed_transcript(conn: Any, pcm: bytes) -> str:
+    for at in range(0, len(pcm), 3200):
+        conn.input_audio_buffer.append(audio=base64.b64encode(pcm[at : at + 3200]).decode())
+    conn.input_audio_buffer.commit()
+    while (event := conn.recv()).type != COMPLETED:
+        assert event.type != "error", event
+    return str(event.transcript)
+
+
+def test_a_realtime_session_names_its_model_in_either_form(server: Gateway) -> None:
+    pcm = speech_like(1.3, 6).tobytes()
+    client = realtime_client(server)
+    with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        audio_input: Any = {
+            "format": {"type": "audio/pcm", "rate": 16000},
+            "turn_detection": None,
+            "transcription": {"model": "sum"},
+        }
+        conn.session.update(session={"type": "transcription", "audio": {"input": audio_input}})
+        assert conn.recv().type == "session.updated"
+        assert committed_transcript(conn, pcm) == checksum(pcm)
+        # After its first audio the session stays on its model.
+        audio_input["transcription"] = {"model": "zh"}
+        conn.session.update(session={"type": "transcription", "audio": {"input": audio_input}})
+        while (refused := conn.recv()).type != "error":
+            assert refused.type == "conversation.item.done"  # the turn's last event
+        assert refused.error.code == "invalid_value"
+        assert "the session is on model 'sum' since its first audio" in refused.error.message
+    beta = client.beta.realtime.connect(
+        model="gpt-4o-transcribe", extra_query={"intent": "transcription"}
+    )
+    with beta as conn:
+        conn.recv()
+        session: Any = {
+            "input_audio_format": "pcm16",
+            "input_audio_transcription": {"model": "sum"},
+            "turn_detection": None,
+        }
+        conn.transcription_session.update(session=session)
+        assert conn.recv().type == "transcription_session.updated"
+        pcm24 = speech_like(0.9, 7).tobytes()  # 24 kHz as the beta's pcm16 is: resampled
+        assert committed_transcript(conn, pcm24).count(":") == 1  # a checksum, not zh's text
+    # ?model= in the URL, as a proxy routes by it.
+    with client.realtime.connect(extra_query={"intent": "transcription", "model": "sum"}) as conn:
+        conn.recv()
+        plain: Any = {"format": {"type": "audio/pcm", "rate": 16000}, "turn_detection": None}
+        conn.session.update(session={"type": "transcription", "audio": {"input": plain}})
+        conn.recv()
+        assert committed_transcript(conn, pcm) == checksum(pcm)
