@@ -83,7 +83,10 @@ def test_transcribe_uses_the_offline_model(client: TestClient, tiny_offline_mode
 
 def test_metrics_label_the_offline_workers(client: TestClient) -> None:
     text = client.get("/metrics").text
-    assert 'asr_worker_ready{device="cpu",model="synthetic-offline-tiny-seed0",worker="offline-0"} 1.0' in text
+    assert (
+        'asr_worker_ready{device="cpu",model="synthetic-offline-tiny-seed0",worker="offline-0"} 1.0'
+        in text
+    )
     assert 'asr_worker_ready{device="cpu",model="checksum",worker="0"} 1.0' in text
     # The tests above decoded there.
     assert 'asr_chunks_total{model="synthetic-offline-tiny-seed0",worker="offline-0"}' in text
