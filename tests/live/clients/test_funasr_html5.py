@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import ROOT
 from bench.common.gateway import Gateway, serve
@@ -44,7 +46,17 @@ VENDOR = Path(__file__).resolve().parent / "vendor" / "funasr_html5"
 ARTIFACTS = ROOT / "test-artifacts"
 # 2pass: the sentence's offline pass gets all of its audio, however long the page's
 # recorder takes to deliver sound, so that its text is the checksum of everything sent.
-SERVER_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu", "ASR_SENTENCE_PREROLL_MS": "60000"}
+SERVER_ENV = {"ASR_DEVICES": "cpu", "ASR_SENTENCE_PREROLL_MS": "60000"}
+# Two model-free models: the default, and one the page reaches by ?model= in its address.
+MODELS = """
+default = "checksum"
+
+[models.checksum]
+model = "checksum"
+
+[models.other]
+model = "checksum"
+"""
 RATE = 16_000
 RECORD_S = 2.5
 # The page closes its socket 3 s after Stop in mic mode; all else is quicker.
@@ -75,8 +87,10 @@ window.WebSocket = class extends window.WebSocket {
 
 @pytest.fixture(scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
-    log = tmp_path_factory.mktemp("funasr-html5") / "server.log"
-    async with serve(SERVER_ENV, log) as running:
+    folder = tmp_path_factory.mktemp("funasr-html5")
+    (folder / "models.toml").write_text(MODELS)
+    env = {**SERVER_ENV, "ASR_MODELS": str(folder / "models.toml")}
+    async with serve(env, folder / "server.log") as running:
         yield running
 
 
@@ -129,10 +143,13 @@ class Outcome:
 class FunasrPage:
     """The vendored page, driven as a person would."""
 
-    def __init__(self, page: Page, static: str, server: Gateway) -> None:
+    def __init__(
+        self, page: Page, static: str, server: Gateway, address: str | None = None
+    ) -> None:
         self.page = page
         self.static = static
         self.server = server
+        self.address = address or server.url
         self.traffic = Traffic()
         self.alerts: list[str] = []
         self.audio_sent = anyio.Event()
@@ -144,7 +161,7 @@ class FunasrPage:
         self.page.on("dialog", self._dismiss)
         await self.page.goto(f"{self.static}/static/index.html")
         address = self.page.locator("#wssip")
-        await address.fill(self.server.url)
+        await address.fill(self.address)
         await address.press("Tab")  # its onchange fires as the box loses focus
 
     def _watch(self, ws: WebSocket) -> None:
@@ -300,6 +317,39 @@ async def test_file_mode_shows_the_offline_result_of_the_whole_file(
     assert outcome.transcript == checksum(data)
     # The page closed the socket on is_final, without a code.
     assert [close["code"] for close in outcome.closes] == [1005]
+
+
+async def test_the_page_reaches_another_model_by_model_in_its_address(
+    static: str, server: Gateway, tmp_path: Path, tone: Path
+) -> None:
+    wav = tmp_path / "speech.wav"
+    data = write_wav(wav, RATE, 1.0)
+    before = await chunks_of(server)
+    address = f"{server.url.rstrip('/')}/?model=other"
+    async with browser_page(CHROMIUM, tmp_path, tone) as page:
+        funasr = FunasrPage(page, static, server, address)
+        await funasr.open()
+        await funasr.send_file(wav, RATE)
+        outcome = await funasr.outcome("file-other-model")
+    assert outcome.error_frames == []
+    assert outcome.transcript == checksum(data)
+    after = await chunks_of(server)
+    # The other model's worker decoded it; the default's did nothing.
+    assert after.get("other", 0) > before.get("other", 0)
+    assert after.get("checksum", 0) == before.get("checksum", 0)
+
+
+async def chunks_of(server: Gateway) -> dict[str, float]:
+    """``asr_chunks_total`` by model."""
+    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+        text = (await http.get("/metrics")).text
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "asr_chunks_total":
+                model = sample.labels["model"]
+                totals[model] = totals.get(model, 0.0) + sample.value
+    return totals
 
 
 async def test_file_mode_8_khz_is_resampled_and_shows_its_result(
