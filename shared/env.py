@@ -193,9 +193,7 @@ class Setting(Generic[T]):
         return self.kind.show(self.default) if self.shown is None else self.shown
 
 
-def render_table(
-    settings: Iterable[Setting[Any]], per_model: Iterable[Setting[Any]] = ()
-) -> str:
+def render_table(settings: Iterable[Setting[Any]], per_model: Iterable[Setting[Any]] = ()) -> str:
     """The settings table, in Markdown: a row per setting. A setting of ``per_model`` says
     so in its meaning: a models file's entry may set it, by its key."""
     lines = ["| variable | default | values | meaning |", "|---|---|---|---|"]

@@ -504,7 +504,7 @@ MODELS = Setting(
     "ASR_MODELS",
     OrNone(Text("a file")),
     None,
-    "a models file (TOML: `default = \"NAME\"`, one `[models.NAME]` table per model, keys"
+    'a models file (TOML: `default = "NAME"`, one `[models.NAME]` table per model, keys'
     " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad` and"
     " `punc` naming companion entries): docs/models.md. Unset: `ASR_MODEL`, `ASR_OFFLINE_MODEL`,"
     " `ASR_VAD_MODEL` and `ASR_PUNC_MODEL` make the one model served",
