@@ -2,6 +2,13 @@
 its name and tokens, who may resume it and how often, the resume waiting to be served, and
 its wait while parked.
 
+Parked: a dropped connection ends only the connection's task group; the forwarder, the
+writer and the pool streams go on until a resume hands the session its next connection (or
+the window passes), whose sender starts again after the last result the client has. The
+reader takes a frame only when its events have room, and queues them without waiting:
+whatever the parser took, the session has, the acks (``samples``) count exactly that, and a
+lost connection's reader never waits on the forwarder.
+
 Tokens: the current generation is the only one a resume may use, with one exception, so
 that a client whose resume's answer (the session frame with the next token) was lost with
 its connection is not stranded: the generation before still works **once** while the

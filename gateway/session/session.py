@@ -11,14 +11,9 @@ reading the socket, and TCP pushes back on the client. A slow client makes the s
 which fills the outbox, which makes the writer wait, which leaves results unread, which
 makes ``send`` wait the same way.
 
-A session lives as long as its first connection, unless it is resumable
-(``gateway.session.resumability``): then a dropped connection only ends the connection's
-task group; the forwarder, the writer and the pool streams go on, and the session parks
-until a resume hands it the next connection (or its window passes), whose sender starts
-again after the last result the client has. The reader takes a frame only when its events
-have room, and queues them without waiting: whatever the parser took, the session has, the
-acks (``samples``) count exactly that, and a lost connection's reader never waits on the
-forwarder.
+A session lives as long as its first connection, unless it is resumable: then a dropped
+connection ends only its own task group, and the session parks until a resume hands it the
+next one (``gateway.session.resumability`` says how).
 
 The first task to fail decides how the session ends: an error frame and its close code
 (``GatewayError``), or nothing at all when the client has gone.
@@ -53,12 +48,7 @@ from gateway.session.resumability import Resumability
 from gateway.session.resume_token import TokenClaim
 from gateway.session.resumes import Attachment
 from gateway.session.serving import ServedModel, Serving
-from shared.errors import (
-    GatewayError,
-    ProtocolError,
-    ResumeExpiredError,
-    ShuttingDownError,
-)
+from shared.errors import GatewayError, ProtocolError, ResumeExpiredError, ShuttingDownError
 
 logger = logging.getLogger(__name__)
 
@@ -304,10 +294,9 @@ class Session:
             # nothing waits on the forwarder once the connection is gone.
             await self._room_for_a_frame()
             events = self._parse(await self._receive())
-            if any(isinstance(event, ResumeRequested) for event in events):
-                self._resume_instead = next(
-                    event for event in events if isinstance(event, ResumeRequested)
-                )
+            resumes = [event for event in events if isinstance(event, ResumeRequested)]
+            if resumes:
+                self._resume_instead = resumes[0]
                 self._end(None)
                 return
             configs = any(isinstance(event, ConfigReceived) for event in events)
@@ -353,9 +342,8 @@ class Session:
             self._events_in.send_nowait(event)
 
     async def _room_for_a_frame(self) -> None:
-        while self._events_in.statistics().current_buffer_used > EVENT_BUFFER - (
-            MAX_EVENTS_PER_FRAME
-        ):
+        room = EVENT_BUFFER - MAX_EVENTS_PER_FRAME
+        while self._events_in.statistics().current_buffer_used > room:
             await self._pipeline.event_taken.wait()
 
     async def _receive(self) -> Message:
@@ -421,16 +409,13 @@ class Session:
         # stopped reading first, with no close code and no word in the log.
         timeout = self._settings.send_timeout_s
         try:
-            with anyio.move_on_after(timeout) as scope:
-                await self._websocket.send_text(text)
-        except RuntimeError:
-            # uvicorn has closed the connection itself and sends nothing more: a protocol
-            # error of the client's, or no pong within its --ws-ping-timeout.
+            sent = await transport.send_within(self._websocket, text, timeout)
+        except transport.ClosedUnderUs:
             self._closed_under = True
             raise _ClientGone from None
-        except OSError:
-            raise _ClientGone from None  # uvicorn's ClientDisconnected
-        if scope.cancelled_caught:
+        except transport.ConnectionLost:
+            raise _ClientGone from None
+        if not sent:
             if self._resumability is not None:
                 # A client that reads nothing may be behind a dead connection: drop it and
                 # let the client come back for its results.

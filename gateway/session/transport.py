@@ -63,3 +63,25 @@ def abort(websocket: WebSocket) -> bool:
         return False
     transport.abort()
     return True
+
+
+class ClosedUnderUs(Exception):
+    """The server closed the connection itself (a protocol error of the client's, or no
+    pong within its ``--ws-ping-timeout``) and sends nothing more."""
+
+
+class ConnectionLost(Exception):
+    """The connection is gone (uvicorn's ``ClientDisconnected``)."""
+
+
+async def send_within(websocket: WebSocket, text: str, timeout: float) -> bool:
+    """Send ``text``; False if it could not be sent within ``timeout`` seconds (a client
+    that reads nothing). ``ClosedUnderUs`` or ``ConnectionLost`` when there is no sending."""
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            await websocket.send_text(text)
+    except RuntimeError:
+        raise ClosedUnderUs from None
+    except OSError:
+        raise ConnectionLost from None
+    return not scope.cancelled_caught

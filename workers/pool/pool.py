@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 
 from shared.engines import EngineCapabilities, EngineName
-from shared.errors import OverCapacityError, ShuttingDownError, WorkerError, WorkerLoadError
+from shared.errors import OverCapacityError, ShuttingDownError, WorkerError
 from shared.messages import (
     SlotsFreed,
     StreamExpired,
@@ -37,7 +37,7 @@ from workers.engines import EngineLoader, load_engine
 from workers.models.resolve import ResolvedModel
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.pool.prepare import prepare
-from workers.pool.seats import Seat, WorkerStatus, seats_health
+from workers.pool.seats import Seat, WorkerStatus, release_all, seats_health, start_all
 from workers.pool.stream import Audio, AudioStream, Transcript, decode_whole
 
 logger = logging.getLogger(__name__)
@@ -128,29 +128,7 @@ class WorkerPool:
         handles = [
             WorkerHandle(i, spec, settings, self._engine_loader) for i, spec in enumerate(specs)
         ]
-        errors: list[BaseException] = []
-
-        async def start_one(handle: WorkerHandle) -> None:
-            try:
-                await handle.start()
-            except BaseException as exc:
-                errors.append(exc)
-                raise
-
-        try:
-            async with anyio.create_task_group() as group:
-                for handle in handles:
-                    group.start_soon(start_one, handle)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                for handle in handles:
-                    handle.kill()
-                    await handle.reap(timeout=0)
-                    handle.close()
-            load_errors = [e for e in errors if isinstance(e, WorkerLoadError)]
-            if load_errors:
-                raise load_errors[0] from None
-            raise
+        await start_all(handles)
         # Every worker runs the same engine on the same model: the first one speaks for all.
         assert handles[0].ready is not None
         self._capabilities = handles[0].ready.capabilities
@@ -180,11 +158,7 @@ class WorkerPool:
         every slab released even if the caller is cancelled meanwhile. Safe to call twice.
         """
         if self._task_group is None:
-            with anyio.CancelScope(shield=True):  # loaded, never supervised: stop them here
-                for seat in self._seats:
-                    seat.handle.kill()
-                    await seat.handle.reap(timeout=0)
-                    seat.handle.close()
+            await release_all([seat.handle for seat in self._seats])  # loaded, not supervised
             self._seats = []
             return
         self._stopping = True

@@ -1,5 +1,6 @@
 """The pool's seats: one per worker place, one device each, and whichever worker process
-holds it now; what each reports (``WorkerStatus``), and whether they serve (``seats_health``)."""
+holds it now; what each reports (``WorkerStatus``), and whether they serve (``seats_health``);
+the pool's workers started together (``start_all``) and let go of (``release_all``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import anyio
 
 from shared.engines import EngineName
+from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec
 from workers.pool.handle import WorkerHandle, WorkerState
 
@@ -75,3 +77,36 @@ def seats_health(seats: Sequence[Seat], unhealthy_after_s: float) -> str | None:
                 f" (worker {seats[-1].index}: {seats[-1].restart_error})"
             )
     return None
+
+
+async def start_all(handles: Sequence[WorkerHandle]) -> None:
+    """Start every worker at once and wait until all have loaded; on any failure none is
+    left running, and the first worker's own ``WorkerLoadError`` is raised."""
+    errors: list[BaseException] = []
+
+    async def start_one(handle: WorkerHandle) -> None:
+        try:
+            await handle.start()
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+
+    try:
+        async with anyio.create_task_group() as group:
+            for handle in handles:
+                group.start_soon(start_one, handle)
+    except BaseException:
+        await release_all(handles)
+        load_errors = [e for e in errors if isinstance(e, WorkerLoadError)]
+        if load_errors:
+            raise load_errors[0] from None
+        raise
+
+
+async def release_all(handles: Sequence[WorkerHandle]) -> None:
+    """Kill, reap and close workers that no supervisor looks after, even if cancelled."""
+    with anyio.CancelScope(shield=True):
+        for handle in handles:
+            handle.kill()
+            await handle.reap(timeout=0)
+            handle.close()
