@@ -186,7 +186,7 @@ def _calls(finals: list[_Final]) -> list[list[int]]:
 
     One call takes one hotword set, so each set is batched apart (utterances without words
     are one more set). A batch is padded to its longest utterance: mixing a 2 s clip with an
-    8 s one costs more than decoding them apart (measured: bench/offline_batch.py), so within
+    8 s one costs more than decoding them apart (measured: bench/models/offline_batch.py), so within
     a set utterances are sorted by length and batched only with ones at most
     ``LENGTH_RATIO`` longer.
     """

@@ -5,7 +5,7 @@ two chunks of one stream can never share a model call: an engine runs them in su
 calls ("rounds"). A step that took commands in arrival order, up to ``max_batch``, was
 therefore often a few streams' many chunks: a client sending faster than real time has a
 dozen chunks queued, and a step of 32 commands from 3 such streams ran as 11 model calls of
-2-3 rows. Measured on the large int8 model under ``bench.ws_load --fast``: 172 of 257 model
+2-3 rows. Measured on the large int8 model under ``bench.load.ws_load --fast``: 172 of 257 model
 calls had one row, at 57 ms a row against 28 ms in calls of 5-8, and every other stream of
 that worker waited behind all of them.
 
