@@ -48,7 +48,8 @@ class Replica:
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
-            "ASR_MODEL": "checksum",
+            # The checksum engine, unless a models file says what to serve.
+            **({} if "ASR_MODELS" in self.env else {"ASR_MODEL": "checksum"}),
             "ASR_DEVICES": "cpu",
             "ASR_REPLICA_ID": self.name,
             "ASR_AGENT_PORT": str(self.agent_port),
@@ -97,8 +98,9 @@ class Cluster:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/"
 
-    def servers(self) -> dict[str, dict[str, str]]:
-        """HAProxy's own view of each server (``show stat``): status, weight, sessions."""
+    def servers(self, backend: str = "gateways") -> dict[str, dict[str, str]]:
+        """HAProxy's own view of each server of ``backend`` (``show stat``): status, weight,
+        sessions."""
         with socket.socket(socket.AF_UNIX) as sock:
             sock.connect(str(self.socket_path))
             sock.sendall(b"show stat\n")
@@ -106,7 +108,7 @@ class Cluster:
             while chunk := sock.recv(65536):
                 data += chunk
         rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
-        return {row["svname"]: row for row in rows if row["pxname"] == "gateways"}
+        return {row["svname"]: row for row in rows if row["pxname"] == backend}
 
     def command(self, line: str) -> str:
         """One command of HAProxy's runtime API (``set server gateways/gw2 state maint``)."""
@@ -118,11 +120,13 @@ class Cluster:
                 data += chunk
         return data.decode()
 
-    def wait_for(self, name: str, status: str, timeout: float = 10.0) -> float:
+    def wait_for(
+        self, name: str, status: str, timeout: float = 10.0, backend: str = "gateways"
+    ) -> float:
         """Seconds until HAProxy says ``status`` (UP, DOWN, DRAIN ...) for ``name``."""
         start = time.monotonic()
-        while not self.servers()[name]["status"].startswith(status):
-            assert time.monotonic() - start < timeout, self.servers()[name]
+        while not self.servers(backend)[name]["status"].startswith(status):
+            assert time.monotonic() - start < timeout, self.servers(backend)[name]
             time.sleep(0.02)
         return time.monotonic() - start
 
@@ -143,6 +147,7 @@ def haproxy_cluster(
     check_inter_s: float = 0.5,
     http_request_timeout_s: float = 10.0,
     places: int = 64,
+    haproxy_env: Mapping[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """Three replicas (``replica_env`` added to each's) and HAProxy in front, every server
     UP; all stopped on leaving."""
@@ -163,6 +168,7 @@ def haproxy_cluster(
         "HAPROXY_HTTP_REQUEST_TIMEOUT": f"{int(http_request_timeout_s * 1000)}ms",
         "HAPROXY_CHECK_INTER": f"{int(check_inter_s * 1000)}ms",
         "ASR_MAX_SESSIONS": str(places),
+        **(haproxy_env or {}),
     }
     for index, replica in enumerate(replicas.values(), 1):
         env[f"GW{index}_ADDR"] = f"127.0.0.1:{replica.port}"

@@ -36,8 +36,8 @@ async def healthz(serving: Serving | None, not_serving: str | None = None) -> Re
 
 
 async def readyz(serving: Serving | None, request: Request) -> Response:
-    """Whether a session may come here: every model ready and none full, or with
-    ``?model=NAME`` that model (404 for a name not served), so that a balancer can route by
+    """Whether a session may come here: every model ready, or with ``?model=NAME`` that
+    model ready and not full (404 for a name not served), so that a balancer can route by
     model. Not while draining, nor while the gateway-wide places are all taken."""
     if serving is None:
         return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
@@ -48,7 +48,8 @@ async def readyz(serving: Serving | None, request: Request) -> Response:
         return JSONResponse({"ready": False, "error": f"model {asked[:64]!r} is not served"}, 404)
     chosen = list(serving.models.values()) if asked is None else [serving.models[asked]]
     # Full: a balancer should send the next session elsewhere (it would be refused here).
-    full = admission.full or any(model.places.full for model in chosen)
+    # One model full refuses only that model's sessions: only ?model= says so.
+    full = admission.full or (asked is not None and serving.models[asked].places.full)
     ready = all(model.ready for model in chosen) and not draining and not full
     status = 200 if ready else 503
     if _status_refusal(serving, request) is not None:

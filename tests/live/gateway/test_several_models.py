@@ -228,7 +228,8 @@ async def test_a_full_model_refuses_with_1013_while_the_others_still_admit(
                 "max": 2,
             }
             assert (await readyz(server, "zh")).status_code == 200
-            assert (await readyz(server)).status_code == 503  # one model full: not every model
+            # One model full refuses only its own sessions: the gateway still takes others.
+            assert (await readyz(server)).status_code == 200
             with pytest.raises(ServerError) as refused:
                 await online_texts(server, "sum", b"\0\0" * 100)
             assert refused.value.code == 1013
