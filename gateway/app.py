@@ -47,6 +47,7 @@ from gateway.openai_api import realtime as openai_realtime
 from gateway.openai_api import transcriptions as openai_transcriptions
 from gateway.ops import status
 from gateway.ops.agent import DEFAULT_HOST, Capacity, serve_agent
+from gateway.ops.gpu_memory import GpuMemory
 from gateway.ops.main_port_log import bounded_accept_reports
 from gateway.ops.page import PageFiles
 from gateway.ops.server_log import quiet_client_faults
@@ -95,6 +96,7 @@ class Gateway:
         self._stopped: str | None = "not started"
         self._lost: str | None = None
         self._page_files = PageFiles(STATIC)
+        self._gpu_memory = GpuMemory()
         self._router = Starlette(
             routes=[
                 # Both at "/": a WebSocketRoute matches only websocket scopes, a Route only http.
@@ -317,7 +319,7 @@ class Gateway:
         return await status.readyz(self._serving, request)
 
     async def _metrics(self, request: Request) -> Response:
-        return await status.metrics(self._serving, request, self.metrics)
+        return await status.metrics(self._serving, request, self.metrics, self._gpu_memory)
 
     async def _transcribe(self, request: Request) -> Response:
         return await transcribe(self._serving, request, self.metrics)

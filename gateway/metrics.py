@@ -64,8 +64,9 @@ def resident_bytes(pid: int | None) -> int | None:
 class WorkerCollector(Collector):
     """Per-worker gauges and the restart counter, read from the pools' status on scrape."""
 
-    def __init__(self, pools: PoolSources) -> None:
+    def __init__(self, pools: PoolSources, gpu_memory: Callable[[], Mapping[int, int]]) -> None:
         self._pools = pools
+        self.gpu_memory = gpu_memory  # bytes by worker pid, as last asked
 
     def collect(self) -> Iterable[Metric]:
         labels = ["model", "worker", "device"]
@@ -83,6 +84,12 @@ class WorkerCollector(Collector):
             "The worker process's resident memory (VmRSS)",
             labels=labels,
         )
+        gpu_memory = GaugeMetricFamily(
+            "asr_worker_gpu_memory_bytes",
+            "GPU memory the worker process holds (nvidia-smi's compute apps; CUDA workers)",
+            labels=labels,
+        )
+        on_gpu = self.gpu_memory()
         for pool, status in self._pools().items():
             for worker in status():
                 values = [pool.model, pool.worker(worker.index), worker.device]
@@ -92,7 +99,13 @@ class WorkerCollector(Collector):
                 rss = resident_bytes(worker.pid)
                 if rss is not None:
                     memory.add_metric(values, rss)
-        return [ready, streams, restarts, memory]
+                if (
+                    worker.device.startswith("cuda")
+                    and worker.pid is not None
+                    and worker.pid in on_gpu
+                ):
+                    gpu_memory.add_metric(values, on_gpu[worker.pid])
+        return [ready, streams, restarts, memory, gpu_memory]
 
 
 class GatewayMetrics:
@@ -236,7 +249,8 @@ class GatewayMetrics:
             ["model"],
             registry=registry,
         )
-        registry.register(WorkerCollector(lambda: self._pools))
+        self.gpu_memory_by_pid: Mapping[int, int] = {}  # set by the /metrics scrape
+        registry.register(WorkerCollector(lambda: self._pools, lambda: self.gpu_memory_by_pid))
 
     def watch_budget(self, held_seconds: Callable[[], float], max_seconds: float) -> None:
         """Read the gateway-wide buffered audio (``gateway.limits.budget``) at each scrape."""
@@ -254,6 +268,14 @@ class GatewayMetrics:
         self.queue_duration.labels(*labels).observe(result.queue_ms / 1000.0)
         self.compute_duration.labels(*labels).observe(result.compute_ms / 1000.0)
         self.batch_size.labels(*labels).observe(result.batch_size)
+
+    @property
+    def has_cuda_workers(self) -> bool:
+        return any(
+            worker.device.startswith("cuda")
+            for status in self._pools.values()
+            for worker in status()
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

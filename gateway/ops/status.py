@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.limits.access import Refusal, check_status_access
 from gateway.metrics import GatewayMetrics
+from gateway.ops.gpu_memory import GpuMemory
 from gateway.session.serving import ServedModel, Serving
 from workers.pool import WorkerStatus
 
@@ -84,11 +85,15 @@ def _model_json(model: ServedModel, default: bool) -> dict[str, object]:
     return body
 
 
-async def metrics(serving: Serving | None, request: Request, gauges: GatewayMetrics) -> Response:
+async def metrics(
+    serving: Serving | None, request: Request, gauges: GatewayMetrics, gpus: GpuMemory
+) -> Response:
     refusal = _status_refusal(serving, request) if serving is not None else None
     if refusal is not None:
         body = {"error": {"status": refusal.status, "message": refusal.message}}
         return JSONResponse(body, refusal.status, {"WWW-Authenticate": "Bearer"})
+    if gauges.has_cuda_workers:
+        gauges.gpu_memory_by_pid = dict(await gpus.refresh())
     return Response(gauges.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
