@@ -11,11 +11,22 @@ from pathlib import Path
 
 import anyio
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.gateway import Gateway
 from tests.helpers.checksums import checksum
 
 CHECKSUM_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
+# Two model-free models (ASR_MODELS): the default, and one a client reaches by name.
+TWO_CHECKSUM_MODELS = """
+default = "checksum"
+
+[models.checksum]
+model = "checksum"
+
+[models.other]
+model = "checksum"
+"""
 RATE = 16_000
 CHUNK_BYTES = 10 * 960 * 2  # the clients' default chunk_size [5, 10, 5]: 600 ms
 SETTLE_TIMEOUT_S = 10.0
@@ -73,3 +84,16 @@ async def assert_ended_quietly(server: Gateway, since: int) -> str:
     assert "closing a session" not in log, log
     assert "Traceback" not in log, log
     return log
+
+
+async def chunks_by_model(server: Gateway) -> dict[str, float]:
+    """``asr_chunks_total`` by model: which model's workers decoded what."""
+    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+        text = (await http.get("/metrics")).text
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "asr_chunks_total":
+                model = sample.labels["model"]
+                totals[model] = totals.get(model, 0.0) + sample.value
+    return totals

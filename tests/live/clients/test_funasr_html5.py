@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import ROOT
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import checksum
+from tests.helpers.live_gateway import TWO_CHECKSUM_MODELS, chunks_by_model
 
 pytest.importorskip(
     "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"
@@ -48,15 +47,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 # recorder takes to deliver sound, so that its text is the checksum of everything sent.
 SERVER_ENV = {"ASR_DEVICES": "cpu", "ASR_SENTENCE_PREROLL_MS": "60000"}
 # Two model-free models: the default, and one the page reaches by ?model= in its address.
-MODELS = """
-default = "checksum"
-
-[models.checksum]
-model = "checksum"
-
-[models.other]
-model = "checksum"
-"""
+MODELS = TWO_CHECKSUM_MODELS
 RATE = 16_000
 RECORD_S = 2.5
 # The page closes its socket 3 s after Stop in mic mode; all else is quicker.
@@ -324,7 +315,7 @@ async def test_the_page_reaches_another_model_by_model_in_its_address(
 ) -> None:
     wav = tmp_path / "speech.wav"
     data = write_wav(wav, RATE, 1.0)
-    before = await chunks_of(server)
+    before = await chunks_by_model(server)
     address = f"{server.url.rstrip('/')}/?model=other"
     async with browser_page(CHROMIUM, tmp_path, tone) as page:
         funasr = FunasrPage(page, static, server, address)
@@ -333,23 +324,10 @@ async def test_the_page_reaches_another_model_by_model_in_its_address(
         outcome = await funasr.outcome("file-other-model")
     assert outcome.error_frames == []
     assert outcome.transcript == checksum(data)
-    after = await chunks_of(server)
+    after = await chunks_by_model(server)
     # The other model's worker decoded it; the default's did nothing.
     assert after.get("other", 0) > before.get("other", 0)
     assert after.get("checksum", 0) == before.get("checksum", 0)
-
-
-async def chunks_of(server: Gateway) -> dict[str, float]:
-    """``asr_chunks_total`` by model."""
-    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
-        text = (await http.get("/metrics")).text
-    totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "asr_chunks_total":
-                model = sample.labels["model"]
-                totals[model] = totals.get(model, 0.0) + sample.value
-    return totals
 
 
 async def test_file_mode_8_khz_is_resampled_and_shows_its_result(

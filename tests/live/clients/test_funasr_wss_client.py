@@ -32,9 +32,10 @@ from websockets.typing import Subprotocol
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import funasr_reads
 from tests.helpers.live_gateway import (
-    CHECKSUM_ENV,
+    TWO_CHECKSUM_MODELS,
     Wav,
     assert_ended_quietly,
+    chunks_by_model,
     log_mark,
     write_wavs,
 )
@@ -51,8 +52,10 @@ FINAL_MODE = {"online": "online", "offline": "offline", "2pass": "2pass-offline"
 
 @pytest.fixture(scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
-    log = tmp_path_factory.mktemp("funasr-wss-client") / "server.log"
-    async with serve(CHECKSUM_ENV, log) as running:
+    folder = tmp_path_factory.mktemp("funasr-wss-client")
+    (folder / "models.toml").write_text(TWO_CHECKSUM_MODELS)
+    env = {"ASR_DEVICES": "cpu", "ASR_MODELS": str(folder / "models.toml")}
+    async with serve(env, folder / "server.log") as running:
         yield running
 
 
@@ -71,7 +74,9 @@ class ClientRun:
         return path.read_text(encoding="utf-8").splitlines()
 
 
-async def run_client(port: int, folder: Path, wavs: list[Wav], *options: str) -> ClientRun:
+async def run_client(
+    port: int, folder: Path, wavs: list[Wav], *options: str, host: str = "127.0.0.1"
+) -> ClientRun:
     """``funasr_wss_client.py`` on a ``wav.scp`` of ``wavs``, in ``folder``; exit 0 and
     nothing on stdout or stderr that says a file failed."""
     scp = "".join(f"{wav.name} {wav.path.relative_to(folder)}\n" for wav in wavs)
@@ -79,7 +84,7 @@ async def run_client(port: int, folder: Path, wavs: list[Wav], *options: str) ->
     command = [
         sys.executable,
         str(CLIENT),
-        *("--host", "127.0.0.1", "--port", str(port), "--ssl", "0"),
+        *("--host", host, "--port", str(port), "--ssl", "0"),
         *("--audio_in", "wav.scp", "--output_dir", "out", "--log_dir", "logs"),
         *("--result_timeout", "20"),
         *options,
@@ -137,6 +142,22 @@ async def test_every_file_of_the_list_is_finished(
     for index, wav in enumerate(wavs):
         check_file(run, f"0_{index}", wav, mode)
     await assert_ended_quietly(server, mark)
+
+
+async def test_the_client_reaches_another_model_through_its_host_argument(
+    server: Gateway, tmp_path: Path
+) -> None:
+    """The client builds its URL as ``ws://{host}:{port}``: a host that ends in a query
+    whose last parameter takes the port (``HOST:PORT/?model=NAME&port=``) names the model."""
+    wavs = write_wavs(tmp_path, 1, seed=5, seconds=(1.0, 1.5))
+    before = await chunks_by_model(server)
+    host = f"127.0.0.1:{server.port}/?model=other&port="
+    options = ("--mode", "online", "--send_without_sleep")
+    run = await run_client(server.port, tmp_path, wavs, *options, host=host)
+    check_file(run, "0_0", wavs[0], "online")
+    after = await chunks_by_model(server)
+    assert after.get("other", 0) > before.get("other", 0)
+    assert after.get("checksum", 0) == before.get("checksum", 0)
 
 
 async def test_2pass_in_real_time(server: Gateway, tmp_path: Path) -> None:
