@@ -14,37 +14,10 @@ from gateway.models.table import single_model
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 
-# The seed's layout: two models, two GPUs, two instances of each streaming model per GPU.
-SEED_LAYOUT = """
-default = "zh"
-
-[models.zh]
-model = "paraformer-zh-streaming"
-devices = ["cuda:0", "cuda:0", "cuda:1", "cuda:1"]
-offline = "zh-offline"
-vad = "vad"
-punc = "punc"
-max_sessions = 48
-
-[models.en]
-model = "/models/paraformer-en-streaming"
-devices = ["cuda:0", "cuda:1"]
-workers_per_device = 2
-max_batch = 16
-offline = "zh-offline"
-punc = "punc"
-
-[models.zh-offline]
-model = "paraformer-zh"
-devices = ["cuda:1"]
-batch_wait_ms = 20
-
-[models.vad]
-model = "fsmn-vad"
-
-[models.punc]
-model = "ct-punc"
-"""
+# The seed's layout, as docs/several-models.md shows it: two models, two GPUs, two instances of
+# each streaming model per GPU, one offline pool for both.
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "several-models.md"
+SEED_LAYOUT = DOCS.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
 
 
 def table_of(text: str, cuda: int = 2, env: dict[str, str] | None = None) -> object:
@@ -277,3 +250,11 @@ def test_cuda_devices_are_counted_from_the_driver_and_cuda_visible_devices(
     assert missing_device(("cpu", "cuda:0", "cuda"), 1) is None
     assert missing_device(("cpu", "cuda:1"), 1) == "cuda:1"
     assert missing_device(("cuda",), 0) == "cuda"
+
+
+def test_the_readmes_example_is_a_valid_file() -> None:
+    readme = DOCS.parents[1] / "README.md"
+    example = readme.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    table = models_table(tomllib.loads(example), {}, 2)
+    assert [choice.name for choice in table.choices] == ["zh", "en"]
+    assert [p.name for p in table.pool_entries] == ["zh", "zh-offline", "vad", "en"]
