@@ -71,6 +71,9 @@ model = "{tiny_seaco_model}"
 
 [models.en]
 model = "{other_vocabulary_model}"
+# A hung worker of en's is taken for hung after 3 s (the default is 60).
+worker_step_timeout = 3
+worker_step_seconds_per_audio_second = 0
 
 [models.sum]
 model = "checksum"
@@ -376,3 +379,60 @@ def test_a_realtime_session_names_its_model_in_either_form(server: Gateway) -> N
         conn.session.update(session={"type": "transcription", "audio": {"input": plain}})
         conn.recv()
         assert committed_transcript(conn, pcm) == checksum(pcm)
+
+
+async def test_a_hung_worker_of_one_model_never_touches_another_models_sessions(
+    server: Gateway,
+) -> None:
+    """en's worker stopped (SIGSTOP) mid-stream: taken for hung after its own 3 s step
+    timeout, its session 1011; sum's sessions beside it verify."""
+    pcm = speech_like(4.3, 8).tobytes()
+    (en_worker,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
+    outcomes: dict[str, Any] = {}
+
+    async def run(name: str, key: str) -> None:
+        try:
+            outcomes[key] = await transcribe(url(server, name), pcm, mode="online")
+        except ServerError as error:
+            outcomes[key] = error
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, "en", "en")
+            for key in ("sum-1", "sum-2"):
+                group.start_soon(run, "sum", key)
+            await anyio.sleep(1.0)
+            os.kill(en_worker["pid"], signal.SIGSTOP)
+        assert isinstance(outcomes["en"], ServerError)
+        assert outcomes["en"].code == 1011
+        for key in ("sum-1", "sum-2"):
+            assert outcomes[key].messages[-1]["text"] == checksum(pcm)
+        while (await readyz(server, "en")).status_code != 200:  # noqa: ASYNC110 (replaced)
+            await anyio.sleep(0.2)
+    (replaced,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
+    assert replaced["pid"] != en_worker["pid"]
+
+
+async def test_a_resumed_session_stays_on_its_model(server: Gateway) -> None:
+    """Dropped and resumed with another ?model= in the URL: the session's results go on
+    from its own model (the checksum of all its audio), not the URL's."""
+    first, second = b"\5\0" * 9600, b"\6\0" * 9600
+    session_config = json.dumps(
+        {"mode": "online", "wav_name": "kept", "is_speaking": True, "resumable": True}
+    )
+    with anyio.fail_after(60):
+        ws = await connect(url(server, "sum"), compression=None)
+        await ws.send(session_config)
+        token = json.loads(await ws.recv())["resume_token"]
+        await ws.send(first)
+        while "result_id" not in (result := json.loads(await ws.recv())):
+            pass
+        ws.transport.abort()  # lost as a network loses it: the session parks
+        resumed_url = f"{url(server, 'zh')}&resume={token}&last_result={result['result_id']}"
+        async with connect(resumed_url, compression=None) as again:
+            assert json.loads(await again.recv())["type"] == "session"
+            await again.send(second)
+            await again.send(json.dumps({"is_speaking": False}))
+            while not (message := json.loads(await again.recv())).get("is_final"):
+                pass
+    assert message["text"] == checksum(first + second)
