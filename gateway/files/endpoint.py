@@ -135,9 +135,10 @@ async def decode_upload(serving: Serving, data: bytes) -> npt.NDArray[np.int16]:
 
 
 def chosen_model(serving: Serving, name: str | None) -> ServedModel:
-    """The model a request names (None: the default); a name not served is a 404."""
+    """The model a request names (None: the default; OpenAI's names too, as on OpenAI's
+    endpoint); a name not served is a 404."""
     try:
-        return serving.model(name)
+        return serving.default if name is None else serving.model_for_request(name)
     except UnknownModelError as error:
         raise TranscribeError(404, "unknown_model", error.message) from None
 

@@ -17,6 +17,19 @@ from shared.settings import PoolSettings
 
 # A model's name is a metric label value and a URL parameter: short, and plain.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+# OpenAI's transcription models: a request naming one gets the default model, so that code
+# written for OpenAI works with only its base URL changed.
+OPENAI_MODELS = frozenset(
+    {
+        "whisper-1",
+        "gpt-4o-transcribe",
+        "gpt-4o-mini-transcribe",
+        "gpt-4o-mini-transcribe-2025-03-20",
+        "gpt-4o-mini-transcribe-2025-12-15",
+        "gpt-4o-transcribe-diarize",
+        "gpt-transcribe",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,7 @@ from gateway.files.request import (
     refusal_for,
 )
 from gateway.metrics import GatewayMetrics
-from gateway.models.table import model_id
+from gateway.models.table import OPENAI_MODELS
 from gateway.openai_api.errors import error_response, stream_error_event
 from gateway.openai_api.formats import (
     GRANULARITIES,
@@ -108,7 +108,7 @@ from gateway.session.long_audio import (
     transcribe_segments,
 )
 from gateway.session.serving import ServedModel, Serving
-from shared.errors import GatewayError
+from shared.errors import GatewayError, UnknownModelError
 from shared.messages import StreamOptions
 from workers.pool import WorkerPool
 
@@ -130,17 +130,6 @@ FIELDS = frozenset(
 # The SDK sends a part per field and per list item (chunking_strategy's object as four
 # ``chunking_strategy[...]`` parts, every keyword): more than /v1/transcribe's form has.
 MAX_PARTS = 64
-OPENAI_MODELS = frozenset(
-    {
-        "whisper-1",
-        "gpt-4o-transcribe",
-        "gpt-4o-mini-transcribe",
-        "gpt-4o-mini-transcribe-2025-03-20",
-        "gpt-4o-mini-transcribe-2025-12-15",
-        "gpt-4o-transcribe-diarize",
-        "gpt-transcribe",
-    }
-)
 INCLUDES = frozenset({"logprobs"})
 OWNED_BY = "funasr"
 STARTED = int(time.time())  # the models' ``created``: when this gateway loaded
@@ -235,24 +224,16 @@ def _hotwords(form: Form) -> tuple[str, ...]:
 
 
 def model_ids(serving: Serving) -> list[str]:
-    """The models a request may name, the default first. From a models file, the served
-    models' names; else the one model's by its whole-file decoder's model first, then the
-    streaming pool's (Realtime's), as their ``ASR_*MODEL`` values."""
-    if serving.settings.model_table.from_file:
-        return list(serving.models)
-    default = serving.default
-    pools = [default.whole_utterance_pool, default.pool]
-    return list(dict.fromkeys(model_id(pool.settings.model) for pool in pools))
+    """The models a request may name, the default first (``Serving.model_ids``)."""
+    return serving.model_ids
 
 
 def served_model(serving: Serving, name: str) -> ServedModel:
-    """The model a request's ``model`` names: a served one, or the default for one of
-    OpenAI's names and the one model's other ids (a 404 for anything else)."""
-    if name in serving.models:
-        return serving.models[name]
-    if name in OPENAI_MODELS or name in model_ids(serving):
-        return serving.default
-    raise _not_found(name)
+    """The model a request's ``model`` names (``Serving.model_for_request``), or a 404."""
+    try:
+        return serving.model_for_request(name)
+    except UnknownModelError:
+        raise _not_found(name) from None
 
 
 def _not_found(name: str) -> TranscribeError:

@@ -12,6 +12,7 @@ from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
 from gateway.limits.model_places import ModelPlaces
 from gateway.limits.transcriptions import TranscriptionLimiter
+from gateway.models.table import OPENAI_MODELS, model_id
 from gateway.session.resumes import ResumableSessions
 from gateway.settings import GatewaySettings
 from shared.errors import UnknownModelError
@@ -63,6 +64,28 @@ class Serving:
                 f"model {name[:64]!r} is not served here; models: {', '.join(self.models)}"
             )
         return model
+
+    def model_for_request(self, name: str) -> ServedModel:
+        """A file request's model: a served one by its name; OpenAI's own names and the
+        other ids of ``model_ids`` mean the default; else ``UnknownModelError``."""
+        if name in self.models:
+            return self.models[name]
+        if name in OPENAI_MODELS or name in self.model_ids:
+            return self.default
+        raise UnknownModelError(
+            f"model {name[:64]!r} is not served here; models: {', '.join(self.model_ids)}"
+        )
+
+    @property
+    def model_ids(self) -> list[str]:
+        """The models a request may name, the default first. From a models file, the
+        served models' names; else the one model's by its whole-file decoder's model first,
+        then the streaming pool's, as their ``ASR_*MODEL`` values."""
+        if self.settings.model_table.from_file:
+            return list(self.models)
+        default = self.default
+        pools = [default.whole_utterance_pool, default.pool]
+        return list(dict.fromkeys(model_id(pool.settings.model) for pool in pools))
 
     @property
     def default(self) -> ServedModel:

@@ -28,5 +28,5 @@ def test_two_models_tiny(tmp_path: Path, model_cache: Path) -> None:
         ("a", 1, 0),
         ("b", 1, 0),
     ]
-    assert set(report["start_up"]) == {"a alone", "b alone", "a and b"}
+    assert set(report["start_up"]) == {"1 model", "2 models", "3 models"}
     assert "capacity, a+b, each: 1 streams" in (out / "two_models.md").read_text()
