@@ -254,3 +254,37 @@ async def test_a_model_that_cannot_load_fails_start_up_in_one_line(tmp_path: Pat
     assert result.returncode != 0
     assert "ASR_MODEL=/nonexistent/model: no such directory" in output
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (
+            'default = "zh"\n[models.zh]\nmodel = "checksum"\ndevices = ["cuda:7"]\n',
+            "[models.zh] devices: cuda:7 does not exist",
+        ),
+        (
+            'default = "zh"\n[models.zh]\nmodel = "checksum"\n[models.en]\nmodel = "/nope"\n',
+            "[models.en] ASR_MODEL=/nope: no such directory",
+        ),
+    ],
+)
+async def test_a_bad_models_file_fails_start_up_in_one_line_naming_the_entry(
+    tmp_path: Path, models: str, message: str
+) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(models)
+    env = {**os.environ, "ASR_MODELS": str(path)}
+    env.pop("ASR_MODEL", None)
+    with anyio.fail_after(60):
+        result = await anyio.run_process(
+            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+    output = result.stdout.decode() + result.stderr.decode()
+    assert result.returncode == 3  # uvicorn's: the lifespan's start-up failed
+    (line,) = [line for line in output.splitlines() if message in line]
+    assert "Traceback" not in output
+    assert line.count("[models.") == 1
