@@ -34,6 +34,9 @@ class StreamOptions:
     # Words that an offline model able to use them (SeACo-Paraformer) favours; others
     # ignore them, as FunASR does. Already split into words: no weights, no whitespace.
     hotwords: tuple[str, ...] = ()
+    # Inverse text normalization of the text an offline model gives ("一百二十三" as
+    # "123"): offline engines do it; streaming partials never get it, as in FunASR's server.
+    itn: bool = False
 
     def __post_init__(self) -> None:
         if len(self.chunk_size) != 3 or any(

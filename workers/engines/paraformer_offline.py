@@ -26,6 +26,7 @@ from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput, Timestamps
+from workers.engines.itn import InverseNormalizer
 from workers.engines.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.punctuation import Punctuator, load_punctuator
@@ -56,6 +57,7 @@ def hotword_argument(words: Hotwords) -> str:
 class _Utterance:
     hotwords: Hotwords = ()
     pieces: list[Samples] = field(default_factory=list)
+    itn: bool = False  # its text inverse-normalized (StreamOptions.itn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class _Final:
     item: ChunkItem
     audio: Samples
     hotwords: Hotwords
+    itn: bool = False
 
 
 class ParaformerOfflineEngine(TableEngine[_Utterance]):
@@ -82,6 +85,7 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         self._model = model
         self._punctuator = punctuator
         self._takes_hotwords = takes_hotwords
+        self._itn = InverseNormalizer()
         # Results before the final one have no text: "" is the delta, and the final's
         # text is the whole utterance's either way.
         self.capabilities = EngineCapabilities(
@@ -111,7 +115,7 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         hotwords = options.hotwords if self._takes_hotwords else ()
-        self.streams.open(stream_id, _Utterance(hotwords))
+        self.streams.open(stream_id, _Utterance(hotwords, itn=options.itn))
 
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
         step = self.streams.step(items)
@@ -122,7 +126,7 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
                 step.answer(index)
                 continue
             audio = np.concatenate(utterance.pieces)
-            finals.append(_Final(index, item, audio, utterance.hotwords))
+            finals.append(_Final(index, item, audio, utterance.hotwords, utterance.itn))
         for final, text, times, error in zip(finals, *self._decode(finals), strict=True):
             if error is not None:
                 step.fail(final.item.stream_id, error)
@@ -152,6 +156,12 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
             done = self._punctuator.punctuate([texts[i] for i in todo])
             for i, punctuated in zip(todo, done, strict=True):
                 texts[i], errors[i] = punctuated.text, punctuated.error
+        # After the punctuation, as FunASR's C++ server does it; only where asked.
+        todo = [i for i, text in enumerate(texts) if text and errors[i] is None and finals[i].itn]
+        if todo:
+            normalized = self._itn.normalize([texts[i] for i in todo])
+            for i, (text, error) in zip(todo, normalized, strict=True):
+                texts[i], errors[i] = text, error
         return texts, times, errors
 
     def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:

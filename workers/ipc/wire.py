@@ -23,6 +23,7 @@ class CommandKind(enum.IntEnum):
 
 
 FLAG_FINAL = 0x01  # the last audio of the stream: flush and send the final result
+FLAG_ITN = 0x02  # OPEN: the stream's options ask for inverse text normalization
 NO_SLOT = -1
 
 # kind, flags, (pad), stream_id, seq, slot, length in bytes, sent_ns (CLOCK_MONOTONIC, which
@@ -56,12 +57,14 @@ class CommandHeader:
         a, b, c = options.chunk_size
         payload = b""
         length = self.length
+        flags = self.flags
         if self.kind is CommandKind.OPEN:
             payload = _HOTWORD_SEPARATOR.join(options.hotwords).encode("utf-8")
             length = len(payload)
+            flags |= FLAG_ITN if options.itn else 0
         header = _HEADER.pack(
             self.kind,
-            self.flags,
+            flags,
             self.stream_id,
             self.seq,
             self.slot,
@@ -96,6 +99,7 @@ class CommandHeader:
                 encoder_chunk_look_back=enc,
                 decoder_chunk_look_back=dec,
                 hotwords=_decode_hotwords(payload),
+                itn=bool(flags & FLAG_ITN),
             )
         return cls(command_kind, stream_id, seq, slot, length, flags, sent_ns, options)
 

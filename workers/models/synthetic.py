@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         "--vocabulary",
         type=int,
         default=0,
-        help="which characters the tokens are: models of different vocabularies share none",
+        help="which characters the tokens are: models of different vocabularies share none;"
+        " -1: spoken Chinese numbers only",
     )
     args = parser.parse_args(argv)
     path = build_model_dir(

@@ -37,9 +37,18 @@ def frontend_conf(lfr_m: int, lfr_n: int) -> dict[str, Any]:
 CJK_FIRST, CJK_COUNT = 0x4E00, 20992  # the CJK Unified Ideographs block
 
 
+# A vocabulary of spoken Chinese numbers only: a model built on it decodes numbers (random
+# ones), which gives inverse text normalization something to write as digits.
+NUMERALS = -1
+NUMERAL_CHARACTERS = "零一二三四五六七八九十百千万亿点"
+
+
 def build_tokens(vocab_size: int, vocabulary: int = 0) -> list[str]:
     """``<blank>``, ``<s>``, ``</s>``, then CJK characters, then ``<unk>``. ``vocabulary``
-    picks which characters: models of different vocabularies share none."""
+    picks which characters: models of different vocabularies share none; ``NUMERALS``
+    the spoken digits and units alone, whatever ``vocab_size``."""
+    if vocabulary == NUMERALS:
+        return ["<blank>", "<s>", "</s>", *NUMERAL_CHARACTERS, "<unk>"]
     first = CJK_FIRST + vocabulary * (vocab_size - 4)
     if vocabulary < 0 or first + vocab_size - 4 > CJK_FIRST + CJK_COUNT:
         raise ValueError(f"vocabulary {vocabulary} is past the CJK block for {vocab_size} tokens")

@@ -16,6 +16,8 @@ from workers.engines.base import ChunkItem
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.paraformer_offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
+from workers.models.synthetic import build_model_dir
+from workers.models.synthetic_base import NUMERALS
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
@@ -104,3 +106,40 @@ async def test_an_offline_pool_gathers_utterances_ending_together(
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
     batched = model.generate(input=[to_float(c) for c in clips], batch_size=3, disable_pbar=True)
     assert texts == [r["text"] for r in batched]
+
+
+@pytest.fixture(scope="module")
+def numerals_model(model_cache: Path) -> Path:
+    """A tiny offline Paraformer whose vocabulary is spoken Chinese numbers alone: it
+    decodes (random) numbers, which ITN writes as digits."""
+    target = model_cache / "synthetic-offline-tiny-seed3-numerals"
+    if (target / "model.pt").is_file():
+        return target
+    return build_model_dir(target, "offline", "tiny", seed=3, vocabulary=NUMERALS)
+
+
+def test_itn_is_wetexts_on_funasrs_own_text_where_the_stream_asks(numerals_model: Path) -> None:
+    """A random-weight model decodes random characters: what ITN must give is
+    WeTextProcessing's ITN of funasr's own text for the same audio, and the model's
+    vocabulary of numbers makes that differ from the text. A stream that does not ask
+    keeps funasr's text."""
+    from wetext import Normalizer
+
+    normalizer = Normalizer(lang="zh", operator="itn")
+    engine = ParaformerOfflineEngine.load(
+        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(numerals_model))
+    )
+    model = load_automodel(str(numerals_model), "cpu", 1)
+    changed = 0
+    for seed in range(8):
+        audio = clip(40 + seed, 2.0)
+        raw = model.generate(input=to_float(audio), disable_pbar=True)[0]["text"]
+        engine.open_stream(1, StreamOptions(itn=True))
+        engine.open_stream(2, StreamOptions(itn=False))
+        with_itn, without = engine.feed(
+            [ChunkItem(1, 0, audio, True), ChunkItem(2, 0, audio, True)]
+        )
+        assert without.text == raw
+        assert with_itn.text == normalizer.normalize(raw)
+        changed += with_itn.text != raw
+    assert changed, "no clip's text had anything to normalize: the check proves nothing"

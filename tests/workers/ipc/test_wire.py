@@ -44,6 +44,13 @@ def test_open_header_carries_options() -> None:
     assert decoded.options == options
 
 
+@pytest.mark.parametrize("itn", [True, False])
+def test_open_carries_whether_the_stream_wants_itn(itn: bool) -> None:
+    options = StreamOptions(hotwords=("阿里巴巴",), itn=itn)
+    decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 3, options=options).pack())
+    assert decoded.options == options
+
+
 @pytest.mark.parametrize(
     "hotwords",
     [
