@@ -181,7 +181,7 @@ async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
     model = chosen_model(serving, audio.model)
     samples = await decode_upload(serving, audio.data)
-    options = StreamOptions(hotwords=audio.hotwords)
+    options = StreamOptions(hotwords=audio.hotwords, itn=audio.itn)
     transcript = await transcribe_file(serving, model, samples, options)
     decoder = model.whole_utterance_pool
     body: dict[str, object] = {

@@ -2,7 +2,8 @@
 
 The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "..."}``
 fetched with ``httpx`` (``gateway.files.fetch``); ``hotwords`` (a form field, or a JSON key)
-takes either form FunASR's clients send, as in a WebSocket config. Bodies are read with a
+takes either form FunASR's clients send, as in a WebSocket config; so does ``itn``
+(default true, as a config's), and ``model`` names a served model. Bodies are read with a
 byte cap as they arrive (``gateway.files.multipart``): nothing is spooled to disk, memory is
 bounded by the cap.
 It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
@@ -18,8 +19,10 @@ status reason               when
 400    bad_form             a malformed form, no ``file`` part, two, over ``MAX_PARTS``
                             parts, a text field over ``FIELD_MAX_BYTES``
 400    bad_json             not JSON, or not ``{"url": "..."}``
+400    bad_model            a JSON ``model`` that is not a string
 400    bad_url              a URL that is not http(s), or malformed
 400    bad_hotwords         hotwords past the limits of a WebSocket config
+400    bad_itn              an ``itn`` that is not true or false
 400    bad_wav              an empty, truncated or corrupt WAV, one without samples
 400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
 400    too_many_channels    more than ``MAX_CHANNELS`` channels
@@ -32,6 +35,7 @@ status reason               when
 400    disconnected         the client went away while sending the body
 401    unauthorized         no API key, or a wrong one (as for WebSocket sessions)
 403    forbidden_origin     an ``Origin`` not in ``ASR_ALLOWED_ORIGINS``
+404    unknown_model        a ``model`` that is not served (``GET /v1/models`` lists them)
 408    upload_timeout       the body did not arrive within ``ASR_UPLOAD_TIMEOUT``
 413    too_large            a file or fetch over ``ASR_TRANSCRIBE_MAX_BYTES``, a form over
                             that and ``FORM_SLACK_BYTES``, JSON over 64 KiB (a declared
@@ -90,6 +94,7 @@ __all__ = [
     "decode_wav",
     "duration_s",
     "parse_hotwords_field",
+    "parse_itn_field",
     "read_audio",
     "read_upload",
     "refusal_for",
@@ -201,6 +206,7 @@ class AudioRequest:
     source: str  # the file name or the URL
     hotwords: tuple[str, ...] = ()
     model: str | None = None  # a served model's name (None: the default)
+    itn: bool = True  # inverse text normalization of the text, as a FunASR config's
 
 
 def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
@@ -212,6 +218,15 @@ def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ..
         return parse_hotwords(name, value)
     except ProtocolError as error:
         raise TranscribeError(400, field_reason(name), error.message) from None
+
+
+def parse_itn_field(value: str | None) -> bool:
+    """A form's ``itn``: ``true`` or ``false`` (any case; unset: true, a FunASR config's
+    default), else a 400 ``bad_itn``."""
+    text = (value or "true").strip().lower()
+    if text not in ("true", "false"):
+        raise TranscribeError(400, "bad_itn", f"itn {value!r:.40} is not true or false")
+    return text == "true"
 
 
 async def read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
@@ -271,7 +286,8 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         form = await _read_upload(request, content_type, settings)
         assert form.file is not None, "_read_upload refuses a form without one"
         hotwords = parse_hotwords_field(form.hotwords)
-        return AudioRequest(form.file, form.filename, hotwords, form.text("model"))
+        itn = parse_itn_field(form.text("itn"))
+        return AudioRequest(form.file, form.filename, hotwords, form.text("model"), itn)
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
@@ -288,13 +304,16 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         model = payload.get("model")
         if model is not None and not isinstance(model, str):
             raise TranscribeError(400, "bad_model", "model must be a served model's name")
+        itn = payload.get("itn", True)
+        if not isinstance(itn, bool):
+            raise TranscribeError(400, "bad_itn", "itn must be true or false")
         data = await fetch(
             url,
             max_bytes=settings.max_bytes,
             timeout_s=settings.fetch_timeout_s,
             allow_private=settings.fetch_allow_private,
         )
-        return AudioRequest(data, url, words, model)
+        return AudioRequest(data, url, words, model, itn)
     raise TranscribeError(
         415,
         "unsupported_type",

@@ -44,7 +44,9 @@ class SessionConfig:
     audio_fs: int = SAMPLE_RATE
     # Words only, normalised from either form FunASR's clients send (``parse_hotwords``).
     hotwords: tuple[str, ...] = ()
-    itn: bool = True  # accepted; Paraformer models have no ITN (FunASR's Python server too)
+    # Inverse text normalization of the offline results ("一百二十三" as "123"), as FunASR's
+    # C++ server does it: on by default (its default), never on partials.
+    itn: bool = True
     # Ours, opt-in: a result for every model chunk, even with empty text, so that a
     # benchmark can time each chunk by its ``seq``.
     timing: bool = False
@@ -60,6 +62,7 @@ class SessionConfig:
             encoder_chunk_look_back=self.encoder_chunk_look_back,
             decoder_chunk_look_back=self.decoder_chunk_look_back,
             hotwords=self.hotwords,
+            itn=self.itn,
         )
 
     @property

@@ -82,6 +82,7 @@ from gateway.files.request import (
     TranscribeError,
     duration_s,
     parse_hotwords_field,
+    parse_itn_field,
     read_upload,
     refusal_for,
 )
@@ -125,6 +126,7 @@ FIELDS = frozenset(
         "temperature",
         "stream",
         "include[]",
+        "itn",
     }
 )
 # The SDK sends a part per field and per list item (chunking_strategy's object as four
@@ -146,6 +148,7 @@ class TranscriptionRequest:
     language: str = ""
     hotwords: tuple[str, ...] = ()
     stream: bool = False
+    itn: bool = True  # ours: inverse text normalization, as OpenAI's models write numbers
 
 
 def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
@@ -185,6 +188,7 @@ def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
         language=(form.text("language") or "").strip(),
         hotwords=_hotwords(form),
         stream=_stream(form.text("stream")),
+        itn=parse_itn_field(form.text("itn")),
     )
 
 
@@ -319,7 +323,7 @@ class _Decode:
 
     @property
     def options(self) -> StreamOptions:
-        return StreamOptions(hotwords=self.asked.hotwords)
+        return StreamOptions(hotwords=self.asked.hotwords, itn=self.asked.itn)
 
     async def all(self) -> list[DecodedSegment]:
         return await transcribe_segments(self.pool, self.samples, self.segments, self.options)

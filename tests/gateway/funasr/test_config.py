@@ -52,7 +52,9 @@ def test_stream_options_carry_chunking_look_backs_and_hotwords() -> None:
         encoder_chunk_look_back=7,
         decoder_chunk_look_back=1,
         hotwords=("阿里巴巴",),
+        itn=True,  # FunASR's C++ server's default
     )
+    assert not parse_config({"itn": False}).stream_options().itn
 
 
 def test_parse_config_keeps_omitted_fields_of_the_base() -> None:
