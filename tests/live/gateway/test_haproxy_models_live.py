@@ -1,5 +1,5 @@
 """Routing by model through a real HAProxy and ``deploy/haproxy.cfg`` itself: three replicas
-that serve two checksum models, ``checksum`` (the default) and ``en`` (one session at most
+that serve two checksum models, ``checksum`` (the default) and ``en`` (two sessions at most
 per replica). Sessions with ``?model=en`` go to the ``routed_model`` backend, which checks
 ``/readyz?model=en``: a replica whose ``en`` is full leaves that backend and stays in the
 default one, so its other model still gets sessions.
@@ -33,8 +33,11 @@ model = "checksum"
 
 [models.en]
 model = "checksum"
-max_sessions = 1
+max_sessions = 2
 """
+# A replica's en full: two held sessions. (The tests' own sessions, one at a time, never
+# fill it: a session ends on the server's side a moment after its client has its final.)
+FULL = 2
 
 
 @pytest.fixture
@@ -70,8 +73,10 @@ async def test_a_replica_whose_model_is_full_gets_that_models_sessions_no_more(
     gw1 = cluster.replicas["gw1"]
     pcm = b"\3\0" * 16000
     with anyio.fail_after(60):
-        async with connect(en(gw1.url), compression=None) as held:  # straight to gw1
-            await held.send(config)
+        held = [await connect(en(gw1.url), compression=None) for _ in range(FULL)]
+        for ws in held:  # straight to gw1
+            await ws.send(config)
+        try:
             cluster.wait_for("gw1", "DOWN", backend="routed_model")
             # The default backend still has it: only its en is full.
             assert cluster.servers()["gw1"]["status"].startswith("UP")
@@ -87,13 +92,16 @@ async def test_a_replica_whose_model_is_full_gets_that_models_sessions_no_more(
             for _ in range(3):
                 transcript = await transcribe(cluster.url, pcm, realtime=False)
                 assert transcript.messages[-1]["text"] == checksum(pcm)
+        finally:
+            for ws in held:
+                await ws.close()
         cluster.wait_for("gw1", "UP", backend="routed_model")
 
 
 async def test_a_model_no_replica_can_take_is_refused_by_haproxy(cluster: Cluster) -> None:
     config = json.dumps({"mode": "online", "wav_name": "held", "is_speaking": True})
     with anyio.fail_after(60):
-        replicas = list(cluster.replicas.values())
+        replicas = list(cluster.replicas.values()) * FULL
         held = [await connect(en(replica.url), compression=None) for replica in replicas]
         try:
             for ws in held:
