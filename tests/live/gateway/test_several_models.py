@@ -9,19 +9,15 @@ another model's text unnoticed; the vocabularies make a crossing visible in any 
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import signal
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import numpy as np
 import openai
 import pytest
 from websockets.asyncio.client import connect
@@ -29,18 +25,27 @@ from websockets.asyncio.client import connect
 from bench.common.gateway import Gateway, serve_blocking
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import checksum
-from tests.helpers.realtime_audio import COMPLETED
+from tests.helpers.several_models import (
+    committed_transcript,
+    funasr_streaming_texts,
+    get,
+    in_vocabulary,
+    online_texts,
+    readyz,
+    realtime_client,
+    speech_like,
+    sum_sessions_ended,
+    url,
+    wav_bytes,
+)
 from workers.engines.paraformer import load_automodel, to_float
 from workers.models.synthetic import build_model_dir
-from workers.models.synthetic_base import CJK_FIRST, TINY_VOCAB
 
 pytestmark = pytest.mark.anyio
 
-CHUNK_SAMPLES = 9600  # chunk_size [5, 10, 5]: 600 ms
 # sum's own cap: one more than the tests run at once, as a session ends on the server's side
 # a moment after its client has its final.
 SUM_PLACES = 3
-TINY_CHARACTERS = TINY_VOCAB - 4
 
 
 @pytest.fixture(scope="module")
@@ -94,79 +99,6 @@ max_sessions = {SUM_PLACES}
         assert name not in os.environ, f"{name} is set: the models file names the models"
     with serve_blocking(env, folder / "server.log", ready_timeout=180) as gateway:
         yield gateway
-
-
-def speech_like(seconds: float, seed: int) -> np.ndarray[Any, np.dtype[np.int16]]:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(16000 * seconds)) / 16000
-    tone = np.sin(2 * np.pi * (150 + 100 * np.sin(2 * np.pi * 0.5 * t)) * t)
-    return (tone * 8000 + rng.normal(0, 1500, t.size)).astype(np.int16)
-
-
-def funasr_streaming_texts(model_dir: Path, audio: np.ndarray[Any, Any]) -> list[str]:
-    """funasr's own texts for ``audio`` in 600 ms chunks, look-back 4/0 (the defaults of a
-    FunASR config): what an online session must get, chunk by chunk."""
-    model = load_automodel(str(model_dir), "cpu", threads=1)
-    chunks = [audio[i : i + CHUNK_SAMPLES] for i in range(0, len(audio), CHUNK_SAMPLES)]
-    cache: dict[str, Any] = {}
-    texts = []
-    for i, chunk in enumerate(chunks):
-        result = model.generate(
-            input=to_float(chunk),
-            cache=cache,
-            is_final=i == len(chunks) - 1,
-            chunk_size=[5, 10, 5],
-            encoder_chunk_look_back=4,
-            decoder_chunk_look_back=0,
-            disable_pbar=True,
-        )
-        texts.append(result[0]["text"] if result else "")
-    return [text for text in texts if text]
-
-
-def in_vocabulary(text: str, vocabulary: int) -> bool:
-    first = CJK_FIRST + vocabulary * TINY_CHARACTERS
-    return all(first <= ord(c) < first + TINY_CHARACTERS for c in text if not c.isspace())
-
-
-def wav_bytes(audio: np.ndarray[Any, Any]) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(16000)
-        wav.writeframes(audio.astype("<i2").tobytes())
-    return out.getvalue()
-
-
-def url(server: Gateway, model: str | None) -> str:
-    root = server.url.rstrip("/")
-    return root if model is None else f"{root}/?model={model}"
-
-
-async def online_texts(server: Gateway, url_model: str | None, pcm: bytes, **kw: Any) -> list[str]:
-    """An online session's texts, on ``?model=url_model`` (``model=``: in the config)."""
-    session = url(server, url_model)
-    transcript = await transcribe(session, pcm, mode="online", realtime=False, **kw)
-    return [str(m["text"]) for m in transcript.messages if m["text"]]
-
-
-async def get(server: Gateway, path: str) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
-        return await http.get(path)
-
-
-async def readyz(server: Gateway, model: str | None = None) -> httpx.Response:
-    return await get(server, "/readyz" if model is None else f"/readyz?model={model}")
-
-
-async def sum_sessions_ended(server: Gateway) -> None:
-    """Every sum session over on the server's side (a moment after its client's close)."""
-    while True:
-        sessions = (await readyz(server, "sum")).json()["models"]["sum"]["sessions"]
-        if sessions["active"] == 0:
-            return
-        await anyio.sleep(0.05)
 
 
 async def test_each_session_gets_its_own_models_text_as_funasr_gives_it(
@@ -337,25 +269,6 @@ def test_metrics_label_every_pool_by_its_model(server: Gateway) -> None:
         assert f'asr_worker_resident_memory_bytes{{device="cpu",model="{model}"' in metrics
     assert f'asr_model_sessions_max{{model="sum"}} {SUM_PLACES}.0' in metrics
     assert 'asr_model_sessions_max{model="zh"} 16.0' in metrics
-
-
-def realtime_client(server: Gateway) -> openai.OpenAI:
-    # The beta client always takes wss:// from base_url; websocket_base_url says ws://.
-    return openai.OpenAI(
-        base_url=f"{server.http}/v1",
-        websocket_base_url=f"ws://127.0.0.1:{server.port}/v1",
-        api_key="unused",
-        max_retries=0,
-    )
-
-
-def committed_transcript(conn: Any, pcm: bytes) -> str:
-    for at in range(0, len(pcm), 3200):
-        conn.input_audio_buffer.append(audio=base64.b64encode(pcm[at : at + 3200]).decode())
-    conn.input_audio_buffer.commit()
-    while (event := conn.recv()).type != COMPLETED:
-        assert event.type != "error", event
-    return str(event.transcript)
 
 
 def test_a_realtime_session_names_its_model_in_either_form(server: Gateway) -> None:
