@@ -94,6 +94,23 @@ class StreamResult:
     # from the stream's start, ``OPEN_END_MS`` for an end not seen here ([start, -1]: speech
     # started; [-1, end]: it ended). Empty otherwise.
     segments: tuple[tuple[int, int], ...] = ()
+    # A whole-utterance result with token times: its sentences (``SentenceStamp``), split at
+    # punctuation as funasr splits them, before ITN. Empty otherwise.
+    sentences: tuple[SentenceStamp, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceStamp:
+    """One sentence of a whole-utterance result with token times, in FunASR's C++ server's
+    ``stamp_sents`` shape: its tokens joined by spaces (``text_seg``), the punctuation that
+    ends it (``punc``, "" for none), its first token's start and last token's end, and each
+    token's [start, end] (``ts_list``), in ms from the start of the stream's audio."""
+
+    text_seg: str
+    punc: str
+    start: int
+    end: int
+    ts_list: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from shared.messages import StreamResult
+from shared.messages import SentenceStamp, StreamResult
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 
@@ -148,6 +148,17 @@ def timing_fields(result: StreamResult, worker: int) -> dict[str, object]:
     }
 
 
+def stamp_sent(sentence: SentenceStamp, offset_ms: int = 0) -> dict[str, object]:
+    """One of ``stamp_sents`` as FunASR's C++ server writes it, ``offset_ms`` later."""
+    return {
+        "text_seg": sentence.text_seg,
+        "punc": sentence.punc,
+        "start": sentence.start + offset_ms,
+        "end": sentence.end + offset_ms,
+        "ts_list": [[start + offset_ms, end + offset_ms] for start, end in sentence.ts_list],
+    }
+
+
 def timestamp_field(timestamps: Sequence[tuple[int, int]], offset_ms: int = 0) -> str:
     """FunASR's ``timestamp``: ``"[[start,end],...]"`` in ms from the utterance's start
     (a 2pass sentence's times are its model's plus where its audio began)."""
@@ -270,6 +281,7 @@ class WholeText:
         self._texts: list[str] = []  # one per stream that has given its final result
         self._pieces: list[str] = []  # the current stream's texts so far
         self._timestamps: list[tuple[int, int]] = []
+        self._sentences: list[dict[str, object]] = []  # FunASR's C++ server's stamp_sents
         self._queue_ms = self._compute_ms = 0.0
         self._last: tuple[StreamResult, int] | None = None  # the last final, its worker
 
@@ -282,6 +294,7 @@ class WholeText:
             self._texts.append("".join(self._pieces) if self._text_is_delta else result.text)
             self._pieces = []
             self._timestamps += [(start + offset, end + offset) for start, end in result.timestamps]
+            self._sentences += [stamp_sent(sentence, offset) for sentence in result.sentences]
             self._last = (result, worker)
         return []
 
@@ -293,6 +306,8 @@ class WholeText:
         extra.update(queue_ms=round(self._queue_ms, 3), compute_ms=round(self._compute_ms, 3))
         if self._timestamps:
             extra["timestamp"] = timestamp_field(self._timestamps)
+        if self._sentences:
+            extra["stamp_sents"] = self._sentences
         frame = result_message(
             mode=self.mode,
             text=join_texts(self._texts),

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import StreamOptions
+from shared.messages import SentenceStamp, StreamOptions
 
 Timestamps = tuple[tuple[int, int], ...]  # see StreamResult.timestamps
 Segments = tuple[tuple[int, int], ...]  # see StreamResult.segments
@@ -42,6 +42,7 @@ class ChunkOutput:
     error: str | None = None
     timestamps: Timestamps = ()
     segments: Segments = ()
+    sentences: tuple[SentenceStamp, ...] = ()  # see StreamResult.sentences
 
 
 class Engine(Protocol):

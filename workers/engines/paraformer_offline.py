@@ -24,15 +24,19 @@ import numpy as np
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import EngineSpec, SentenceStamp, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput, Timestamps
 from workers.engines.itn import InverseNormalizer
 from workers.engines.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.punctuation import Punctuator, load_punctuator
+from workers.engines.sentences import stamp_sentences
 from workers.engines.table import Answer, TableEngine, engine_error
 
 Hotwords = tuple[str, ...]
+Sentences = tuple[SentenceStamp, ...]
+# A step's decodes: texts, timestamps, sentences and errors, each in the finals' order.
+_Decoded = tuple[list[str], list["Timestamps"], list[Sentences], list[str | None]]
 
 # SeACo keeps only the best-scoring 50 of more hotwords (funasr's nfilter=50, against the
 # words plus its own <s>), scored on the first utterance of the call alone: in a shared call
@@ -127,17 +131,20 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
                 continue
             audio = np.concatenate(utterance.pieces)
             finals.append(_Final(index, item, audio, utterance.hotwords, utterance.itn))
-        for final, text, times, error in zip(finals, *self._decode(finals), strict=True):
+        decoded = zip(finals, *self._decode(finals), strict=True)
+        for final, text, times, sentences, error in decoded:
             if error is not None:
                 step.fail(final.item.stream_id, error)
             else:
-                step.answer(final.index, Answer(text, times))
+                step.answer(final.index, Answer(text, times, sentences=sentences))
         return step.outputs()
 
-    def _decode(self, finals: list[_Final]) -> tuple[list[str], list[Timestamps], list[str | None]]:
+    def _decode(
+        self, finals: list[_Final]
+    ) -> tuple[list[str], list[Timestamps], list[Sentences], list[str | None]]:
         """One ``generate`` call per hotword set and group of similar lengths; empty
-        utterances have no text. Texts, timestamps (where the model predicts them), errors,
-        in ``finals``' order.
+        utterances have no text. Texts, timestamps (where the model predicts them), their
+        sentences (split at the punctuation, before ITN), errors, in ``finals``' order.
         """
         texts = [""] * len(finals)
         times: list[Timestamps] = [()] * len(finals)
@@ -156,13 +163,18 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
             done = self._punctuator.punctuate([texts[i] for i in todo])
             for i, punctuated in zip(todo, done, strict=True):
                 texts[i], errors[i] = punctuated.text, punctuated.error
+        # The sentences of the punctuated text the times belong to: before ITN rewrites it.
+        sentences: list[Sentences] = [
+            stamp_sentences(text, stamps) if stamps and errors[i] is None else ()
+            for i, (text, stamps) in enumerate(zip(texts, times, strict=True))
+        ]
         # After the punctuation, as FunASR's C++ server does it; only where asked.
         todo = [i for i, text in enumerate(texts) if text and errors[i] is None and finals[i].itn]
         if todo:
             normalized = self._itn.normalize([texts[i] for i in todo])
             for i, (text, error) in zip(todo, normalized, strict=True):
                 texts[i], errors[i] = text, error
-        return texts, times, errors
+        return texts, times, sentences, errors
 
     def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
         """The text and token times of each of ``finals`` (one hotword set, similar

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from shared.messages import SentenceStamp
 from workers.engines.base import ChunkItem, ChunkOutput, Segments, Timestamps
 
 StateT = TypeVar("StateT")
@@ -31,6 +32,7 @@ class Answer:
     text: str = ""
     timestamps: Timestamps = ()
     segments: Segments = ()
+    sentences: tuple[SentenceStamp, ...] = ()
 
 
 NOTHING = Answer()
@@ -118,6 +120,7 @@ class Step(Generic[StateT]):
             item.final,
             timestamps=answer.timestamps,
             segments=answer.segments,
+            sentences=answer.sentences,
         )
         if item.final:
             self._entries.pop(item.stream_id, None)

@@ -205,6 +205,7 @@ def _run_batch(
                 batch_size=len(batch),
                 timestamps=output.timestamps,
                 segments=output.segments,
+                sentences=output.sentences,
             )
         )
     batch.clear()

@@ -75,6 +75,17 @@ def test_offline_results_carry_funasrs_timestamp_field(
         message = ws.receive_json()
     assert message["text"] == expected["text"]
     assert message["timestamp"] == json.dumps(expected["timestamp"], separators=(",", ":"))
+    # No punctuation model: one sentence of every token, as funasr's split gives it then.
+    tokens = [c for c in expected["text"] if not c.isspace()]
+    assert message["stamp_sents"] == [
+        {
+            "text_seg": " ".join(tokens),
+            "punc": "",
+            "start": expected["timestamp"][0][0],
+            "end": expected["timestamp"][-1][1],
+            "ts_list": expected["timestamp"],
+        }
+    ]
 
 
 def test_2pass_sentence_times_count_from_the_utterances_start(
@@ -106,3 +117,50 @@ def test_2pass_sentence_times_count_from_the_utterances_start(
     assert json.loads(offline[1]["timestamp"]) == [
         [s + shift, e + shift] for s, e in second["timestamp"]
     ]
+    # Its sentence's times count from the utterance's start too.
+    (sentence,) = offline[1]["stamp_sents"]
+    assert sentence["ts_list"] == json.loads(offline[1]["timestamp"])
+    assert sentence["start"] == second["timestamp"][0][0] + shift
+
+
+@pytest.fixture(scope="module")
+def punctuated(tiny_timestamp_model: Path, tiny_punc_model: Path) -> Iterator[TestClient]:
+    streaming = PoolSettings(model="checksum", devices=("cpu",))
+    offline = replace(
+        streaming,
+        model=str(tiny_timestamp_model),
+        kind="offline",
+        punc_model=str(tiny_punc_model),
+    )
+    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_stamp_sents_split_where_funasr_splits_the_punctuated_text(
+    punctuated: TestClient, tiny_timestamp_model: Path, tiny_punc_model: Path
+) -> None:
+    """The C++ server's shape; the split, tokens and times funasr's own (its punctuation
+    model's ids on the model's text, through ``timestamp_sentence``)."""
+    from funasr.utils.timestamp_tools import timestamp_sentence
+
+    audio = spoken(14, ("speech", 3.0))
+    expected = reference(tiny_timestamp_model, audio)
+    punc = load_automodel(str(tiny_punc_model), "cpu", 1).generate(
+        input=expected["text"], disable_pbar=True
+    )[0]
+    theirs = timestamp_sentence(
+        punc["punc_array"], expected["timestamp"], " ".join(expected["text"]), True
+    )
+    assert len(theirs) > 1, "the random punctuation model put no mark inside the text"
+    with punctuated.websocket_connect("/") as ws:
+        ws.send_text(config(mode="offline", itn=False))
+        ws.send_bytes(audio.astype("<i2").tobytes())
+        ws.send_text(END)
+        message = ws.receive_json()
+    assert message["text"] == punc["text"]
+    ours = message["stamp_sents"]
+    assert [(s["text_seg"].replace(" ", ""), s["start"], s["end"], s["ts_list"]) for s in ours] == [
+        (s["raw_text"].replace(" ", ""), s["start"], s["end"], s["timestamp"]) for s in theirs
+    ]
+    assert [s["punc"] for s in ours] == [s["text"][-1] for s in theirs]
