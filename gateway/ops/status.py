@@ -61,11 +61,9 @@ async def readyz(serving: Serving | None, request: Request) -> Response:
         "draining": draining,
         "full": full,
         "sessions": {"active": admission.active, "max": admission.max_sessions},
-        "workers": [_worker_json(worker) for worker in serving.pool.status()],
+        # The default model's workers, as the body gave them before there were models.
+        **_workers_json(serving.default),
     }
-    for name, companion in (("offline", serving.offline_pool), ("vad", serving.vad_pool)):
-        if companion is not None:
-            body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
     default = serving.default.name
     body["models"] = {model.name: _model_json(model, model.name == default) for model in chosen}
     return JSONResponse(body, status)
@@ -77,8 +75,14 @@ def _model_json(model: ServedModel, default: bool) -> dict[str, object]:
         "ready": model.ready and not places.full,
         "default": default,
         "sessions": {"active": places.active, "max": places.max_sessions},
-        "workers": [_worker_json(worker) for worker in model.pool.status()],
+        **_workers_json(model),
     }
+    return body
+
+
+def _workers_json(model: ServedModel) -> dict[str, object]:
+    """``workers``, and ``offline_workers`` and ``vad_workers`` where it has them."""
+    body: dict[str, object] = {"workers": [_worker_json(w) for w in model.pool.status()]}
     for name, companion in (("offline", model.offline_pool), ("vad", model.vad_pool)):
         if companion is not None:
             body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]

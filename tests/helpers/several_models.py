@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import signal
 import wave
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ import numpy as np
 import openai
 
 from bench.common.gateway import Gateway
-from gateway.client import transcribe
+from gateway.client import ServerError, transcribe
 from tests.helpers.realtime_audio import COMPLETED
 from workers.engines.paraformer import load_automodel, to_float
 from workers.models.synthetic_base import CJK_FIRST, TINY_VOCAB
@@ -114,3 +117,36 @@ def committed_transcript(conn: Any, pcm: bytes) -> str:
     while (event := conn.recv()).type != COMPLETED:
         assert event.type != "error", event
     return str(event.transcript)
+
+
+async def sessions_through_a_fault(
+    server: Gateway,
+    pcm: bytes,
+    sessions: Mapping[str, str],
+    model: str,
+    fault: signal.Signals,
+    after_s: float,
+) -> dict[str, Any]:
+    """Real-time online sessions (``sessions``: key to model) all at once, ``model``'s one
+    worker sent ``fault`` ``after_s`` into them; each session's transcript or ServerError,
+    once the worker has been replaced (a new pid, the model ready again)."""
+    (worker,) = (await readyz(server, model)).json()["models"][model]["workers"]
+    outcomes: dict[str, Any] = {}
+
+    async def run(key: str, name: str) -> None:
+        try:
+            outcomes[key] = await transcribe(url(server, name), pcm, mode="online")
+        except ServerError as error:
+            outcomes[key] = error
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            for key, name in sessions.items():
+                group.start_soon(run, key, name)
+            await anyio.sleep(after_s)  # mid-stream, real time
+            os.kill(worker["pid"], fault)
+        while (await readyz(server, model)).status_code != 200:  # noqa: ASYNC110 (replaced)
+            await anyio.sleep(0.2)
+    (replaced,) = (await readyz(server, model)).json()["models"][model]["workers"]
+    assert replaced["pid"] != worker["pid"]
+    return outcomes

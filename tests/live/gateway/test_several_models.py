@@ -23,7 +23,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from bench.common.gateway import Gateway, serve_blocking
-from gateway.client import ServerError, transcribe
+from gateway.client import ServerError
 from tests.helpers.checksums import checksum
 from tests.helpers.several_models import (
     committed_transcript,
@@ -33,6 +33,7 @@ from tests.helpers.several_models import (
     online_texts,
     readyz,
     realtime_client,
+    sessions_through_a_fault,
     speech_like,
     sum_sessions_ended,
     url,
@@ -203,34 +204,14 @@ async def test_a_killed_worker_of_one_model_never_touches_another_models_session
     pcm = audio.tobytes()
     zh = funasr_streaming_texts(tiny_streaming_model, audio)
     await sum_sessions_ended(server)
-    (en_worker,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
-    outcomes: dict[str, Any] = {}
-
-    async def run(name: str, key: str) -> None:
-        try:
-            outcomes[key] = await transcribe(url(server, name), pcm, mode="online")
-        except ServerError as error:
-            outcomes[key] = error
-
-    with anyio.fail_after(120):
-        async with anyio.create_task_group() as group:
-            for key in ("zh-1", "zh-2"):
-                group.start_soon(run, "zh", key)
-            for key in ("sum-1", "sum-2"):
-                group.start_soon(run, "sum", key)
-            group.start_soon(run, "en", "en")
-            await anyio.sleep(1.2)  # mid-stream, real time
-            os.kill(en_worker["pid"], signal.SIGKILL)
-        assert isinstance(outcomes["en"], ServerError)
-        assert outcomes["en"].code == 1011
-        for key in ("zh-1", "zh-2"):
-            assert [m["text"] for m in outcomes[key].messages if m["text"]] == zh
-        for key in ("sum-1", "sum-2"):
-            assert outcomes[key].messages[-1]["text"] == checksum(pcm)
-        while (await readyz(server, "en")).status_code != 200:  # noqa: ASYNC110 (replaced)
-            await anyio.sleep(0.2)
-    (replaced,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
-    assert replaced["pid"] != en_worker["pid"]
+    sessions = {"zh-1": "zh", "zh-2": "zh", "sum-1": "sum", "sum-2": "sum", "en": "en"}
+    outcomes = await sessions_through_a_fault(server, pcm, sessions, "en", signal.SIGKILL, 1.2)
+    assert isinstance(outcomes["en"], ServerError)
+    assert outcomes["en"].code == 1011
+    for key in ("zh-1", "zh-2"):
+        assert [m["text"] for m in outcomes[key].messages if m["text"]] == zh
+    for key in ("sum-1", "sum-2"):
+        assert outcomes[key].messages[-1]["text"] == checksum(pcm)
     assert (await readyz(server, "zh")).json()["models"]["zh"]["workers"][0]["restarts"] == 0
     assert (await get(server, "/healthz")).status_code == 200
 
@@ -321,30 +302,12 @@ async def test_a_hung_worker_of_one_model_never_touches_another_models_sessions(
     timeout, its session 1011; sum's sessions beside it verify."""
     pcm = speech_like(4.3, 8).tobytes()
     await sum_sessions_ended(server)
-    (en_worker,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
-    outcomes: dict[str, Any] = {}
-
-    async def run(name: str, key: str) -> None:
-        try:
-            outcomes[key] = await transcribe(url(server, name), pcm, mode="online")
-        except ServerError as error:
-            outcomes[key] = error
-
-    with anyio.fail_after(120):
-        async with anyio.create_task_group() as group:
-            group.start_soon(run, "en", "en")
-            for key in ("sum-1", "sum-2"):
-                group.start_soon(run, "sum", key)
-            await anyio.sleep(1.0)
-            os.kill(en_worker["pid"], signal.SIGSTOP)
-        assert isinstance(outcomes["en"], ServerError)
-        assert outcomes["en"].code == 1011
-        for key in ("sum-1", "sum-2"):
-            assert outcomes[key].messages[-1]["text"] == checksum(pcm)
-        while (await readyz(server, "en")).status_code != 200:  # noqa: ASYNC110 (replaced)
-            await anyio.sleep(0.2)
-    (replaced,) = (await readyz(server, "en")).json()["models"]["en"]["workers"]
-    assert replaced["pid"] != en_worker["pid"]
+    sessions = {"en": "en", "sum-1": "sum", "sum-2": "sum"}
+    outcomes = await sessions_through_a_fault(server, pcm, sessions, "en", signal.SIGSTOP, 1.0)
+    assert isinstance(outcomes["en"], ServerError)
+    assert outcomes["en"].code == 1011
+    for key in ("sum-1", "sum-2"):
+        assert outcomes[key].messages[-1]["text"] == checksum(pcm)
 
 
 async def test_a_resumed_session_stays_on_its_model(server: Gateway) -> None:
