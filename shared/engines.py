@@ -23,6 +23,7 @@ class EngineName(enum.StrEnum):
     PARAFORMER_OFFLINE_ONNX = "paraformer-offline-onnx"  # the same under ONNX Runtime
     FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
     FSMN_VAD_ONNX = "fsmn-vad-onnx"  # the same VAD, all streams' frames in one call
+    SENSEVOICE = "sensevoice"  # SenseVoiceSmall: whole utterances, tagged, under PyTorch
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +35,12 @@ class EngineCapabilities:
     ``decodes_at_final``: a whole-utterance engine; the final piece costs the whole
     utterance's decode, and results before it carry no text. ``timestamps``: final results
     carry each token's time. ``hotwords``: the stream's hotwords change what it decodes.
+    ``languages``: it takes the stream's language, has its own ITN (``StreamOptions``), and
+    tags its results (``StreamResult.tags``).
     """
 
     text_is_delta: bool
     decodes_at_final: bool = False
     timestamps: bool = False
     hotwords: bool = False
+    languages: bool = False

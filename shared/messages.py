@@ -18,6 +18,8 @@ OPEN_END_MS = -1  # a VAD segment's end (or start) not in this piece
 MAX_HOTWORDS = 256
 MAX_HOTWORD_CHARS = 32
 MAX_HOTWORDS_BYTES = 16 * 1024  # UTF-8, separators included: the OPEN command's payload
+# The languages SenseVoiceSmall takes (its lid_dict), "auto" first: it then says which it heard.
+SPOKEN_LANGUAGES = ("auto", "zh", "en", "yue", "ja", "ko", "nospeech")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +39,14 @@ class StreamOptions:
     # Inverse text normalization of the text an offline model gives ("一百二十三" as
     # "123"): offline engines do it; streaming partials never get it, as in FunASR's server.
     itn: bool = False
+    # A model that takes them (SenseVoiceSmall): the language spoken (``SPOKEN_LANGUAGES``),
+    # and whether its own ITN and punctuation are on (FunASR's ``svs_lang``, ``svs_itn``).
+    language: str = "auto"
+    model_itn: bool = True
 
     def __post_init__(self) -> None:
+        if self.language not in SPOKEN_LANGUAGES:
+            raise ValueError(f"language must be one of {', '.join(SPOKEN_LANGUAGES)}")
         if len(self.chunk_size) != 3 or any(
             not isinstance(v, int) or not 0 <= v <= 0xFFFF for v in self.chunk_size
         ):
@@ -97,6 +105,20 @@ class StreamResult:
     # A whole-utterance result with token times: its sentences (``SentenceStamp``), split at
     # punctuation as funasr splits them, before ITN. Empty otherwise.
     sentences: tuple[SentenceStamp, ...] = ()
+    # A model that tags what it heard (SenseVoiceSmall): its tags, never left in ``text``.
+    tags: SpeechTags | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechTags:
+    """SenseVoice's rich-transcription tags of one result, lower-cased, "" where the model
+    wrote none: the language heard (``zh``, ``en``, ``yue``, ``ja``, ``ko``, ``nospeech``),
+    the emotion (``neutral``, ``happy``, ``sad``, ``angry``, ...) and the audio event
+    (``speech``, ``bgm``, ``laughter``, ``applause``, ...)."""
+
+    language: str = ""
+    emotion: str = ""
+    event: str = ""
 
 
 @dataclass(frozen=True, slots=True)

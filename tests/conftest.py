@@ -87,6 +87,13 @@ def tiny_timestamp_model(model_cache: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_sensevoice_model(model_cache: Path) -> Path:
+    """The tiny random-weight SenseVoiceSmall: an offline model that takes a language and
+    tags its results."""
+    return ensure_synthetic(model_cache, "sensevoice", "tiny")
+
+
+@pytest.fixture(scope="session")
 def tiny_seaco_model(model_cache: Path) -> Path:
     """The tiny random-weight SeACo-Paraformer: an offline model that takes hotwords."""
     return ensure_synthetic(model_cache, "seaco", "tiny")

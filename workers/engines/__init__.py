@@ -49,6 +49,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.fsmn_vad_onnx import FsmnVadOnnxEngine
 
             return FsmnVadOnnxEngine.load(spec)
+        case EngineName.SENSEVOICE:
+            from workers.engines.sensevoice import SenseVoiceEngine
+
+            return SenseVoiceEngine.load(spec)
     known = ", ".join(EngineName)
     raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import SentenceStamp, StreamOptions
+from shared.messages import SentenceStamp, SpeechTags, StreamOptions
 
 Timestamps = tuple[tuple[int, int], ...]  # see StreamResult.timestamps
 Segments = tuple[tuple[int, int], ...]  # see StreamResult.segments
@@ -43,6 +43,7 @@ class ChunkOutput:
     timestamps: Timestamps = ()
     segments: Segments = ()
     sentences: tuple[SentenceStamp, ...] = ()  # see StreamResult.sentences
+    tags: SpeechTags | None = None  # see StreamResult.tags
 
 
 class Engine(Protocol):

@@ -222,11 +222,11 @@ def _calls(finals: list[_Final]) -> list[list[int]]:
             calls += [[i] for i in indices]
             continue
         indices.sort(key=lambda i: len(finals[i].audio))
-        calls += _similar_lengths(indices, lambda i: len(finals[i].audio))
+        calls += similar_lengths(indices, lambda i: len(finals[i].audio))
     return calls
 
 
-def _similar_lengths(ordered: list[int], length: Callable[[int], int]) -> list[list[int]]:
+def similar_lengths(ordered: list[int], length: Callable[[int], int]) -> list[list[int]]:
     """Split indices sorted by length into runs whose longest is <= LENGTH_RATIO x shortest."""
     groups: list[list[int]] = []
     for index in ordered:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from shared.messages import SentenceStamp
+from shared.messages import SentenceStamp, SpeechTags
 from workers.engines.base import ChunkItem, ChunkOutput, Segments, Timestamps
 
 StateT = TypeVar("StateT")
@@ -33,6 +33,7 @@ class Answer:
     timestamps: Timestamps = ()
     segments: Segments = ()
     sentences: tuple[SentenceStamp, ...] = ()
+    tags: SpeechTags | None = None
 
 
 NOTHING = Answer()
@@ -121,6 +122,7 @@ class Step(Generic[StateT]):
             timestamps=answer.timestamps,
             segments=answer.segments,
             sentences=answer.sentences,
+            tags=answer.tags,
         )
         if item.final:
             self._entries.pop(item.stream_id, None)

@@ -12,7 +12,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from shared.messages import StreamOptions
+from shared.messages import SPOKEN_LANGUAGES, StreamOptions
 
 
 class CommandKind(enum.IntEnum):
@@ -24,11 +24,13 @@ class CommandKind(enum.IntEnum):
 
 FLAG_FINAL = 0x01  # the last audio of the stream: flush and send the final result
 FLAG_ITN = 0x02  # OPEN: the stream's options ask for inverse text normalization
+FLAG_MODEL_ITN = 0x04  # OPEN: a model with its own ITN (SenseVoice) is to use it
 NO_SLOT = -1
 
-# kind, flags, (pad), stream_id, seq, slot, length in bytes, sent_ns (CLOCK_MONOTONIC, which
-# all processes on the machine share), chunk_size[0..2], encoder and decoder look-back.
-_HEADER = struct.Struct("<BBxxIIiIQ5H2x")
+# kind, flags, OPEN's language (its index in SPOKEN_LANGUAGES), (pad), stream_id, seq, slot,
+# length in bytes, sent_ns (CLOCK_MONOTONIC, which all processes on the machine share),
+# chunk_size[0..2], encoder and decoder look-back.
+_HEADER = struct.Struct("<BBBxIIiIQ5H2x")
 HEADER_SIZE = _HEADER.size
 # OPEN's payload: the hotwords joined by one space (whitespace, which no word contains), the
 # way StreamOptions counts them against MAX_HOTWORDS_BYTES.
@@ -58,13 +60,17 @@ class CommandHeader:
         payload = b""
         length = self.length
         flags = self.flags
+        language = 0
         if self.kind is CommandKind.OPEN:
             payload = _HOTWORD_SEPARATOR.join(options.hotwords).encode("utf-8")
             length = len(payload)
             flags |= FLAG_ITN if options.itn else 0
+            flags |= FLAG_MODEL_ITN if options.model_itn else 0
+            language = SPOKEN_LANGUAGES.index(options.language)
         header = _HEADER.pack(
             self.kind,
             flags,
+            language,
             self.stream_id,
             self.seq,
             self.slot,
@@ -84,7 +90,7 @@ class CommandHeader:
         if len(data) < HEADER_SIZE:
             raise ValueError(f"a command is at least {HEADER_SIZE} bytes, got {len(data)}")
         fields = _HEADER.unpack(data[:HEADER_SIZE])
-        kind, flags, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = fields
+        kind, flags, language, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = fields
         command_kind = CommandKind(kind)
         payload = data[HEADER_SIZE:]
         if len(payload) != (length if command_kind is CommandKind.OPEN else 0):
@@ -100,8 +106,16 @@ class CommandHeader:
                 decoder_chunk_look_back=dec,
                 hotwords=_decode_hotwords(payload),
                 itn=bool(flags & FLAG_ITN),
+                language=_language(language),
+                model_itn=bool(flags & FLAG_MODEL_ITN),
             )
         return cls(command_kind, stream_id, seq, slot, length, flags, sent_ns, options)
+
+
+def _language(index: int) -> str:
+    if index >= len(SPOKEN_LANGUAGES):
+        raise ValueError(f"OPEN command: language {index} is not one of {len(SPOKEN_LANGUAGES)}")
+    return SPOKEN_LANGUAGES[index]
 
 
 def _decode_hotwords(payload: bytes | memoryview) -> tuple[str, ...]:

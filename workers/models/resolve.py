@@ -28,7 +28,9 @@ HUB_PROBE_TIMEOUT_S = 3.0
 STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
 # BiCifParaformer gives timestamps; SeacoParaformer timestamps too, and takes hotwords
 # (workers.engines.model_dir).
-OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer")
+OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer", "SenseVoiceSmall")
+# The classes an engine of their own serves, rather than their kind's.
+CLASS_ENGINES = {"SenseVoiceSmall": EngineName.SENSEVOICE}
 VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
 PUNC_MODEL_CLASSES = ("CTTransformer",)
 ModelKind = Literal["streaming", "offline", "vad", "punc"]
@@ -50,7 +52,7 @@ KINDS: dict[ModelKind, _Kind] = {
         "ASR_OFFLINE_MODEL",
         OFFLINE_MODEL_CLASSES,
         EngineName.PARAFORMER_OFFLINE,
-        "an offline Paraformer",
+        "an offline Paraformer or SenseVoiceSmall",
     ),
     "vad": _Kind("ASR_VAD_MODEL", VAD_MODEL_CLASSES, EngineName.FSMN_VAD, "an FSMN-VAD"),
     "punc": _Kind(
@@ -78,6 +80,8 @@ HUB_ALIASES = {
     "fsmn-vad": "iic/speech_fsmn_vad_zh-cn-16k-common-pytorch",
     "ct-punc": "iic/punc_ct-transformer_cn-en-common-vocab471067-large",
     "ct-punc-c": "iic/punc_ct-transformer_zh-cn-common-vocab272727-pytorch",
+    "sensevoice": "iic/SenseVoiceSmall",
+    "SenseVoiceSmall": "iic/SenseVoiceSmall",
 }
 
 
@@ -103,7 +107,11 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
         build = synthetic["build"] or kind
         size = synthetic["size"]
         if build not in SYNTHETIC_BUILDS or size not in ("tiny", "large"):
-            seaco = " (or synthetic-seaco:tiny|large, hotwords)" if kind == "offline" else ""
+            seaco = (
+                " (or synthetic-seaco:tiny|large, hotwords; synthetic-sensevoice:tiny|large)"
+                if kind == "offline"
+                else ""
+            )
             raise WorkerLoadError(
                 f"{variable}={model}: use synthetic:tiny or synthetic:large{seaco}"
             )
@@ -121,7 +129,7 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
 
 
 # What workers.models.synthetic builds; "synthetic:SIZE" builds the kind asked for.
-SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc")
+SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc", "sensevoice")
 _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 
@@ -191,7 +199,7 @@ def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> Res
             f"{info.variable}={name}: model class {found!r} is not {info.what}"
             f" (supported: {', '.join(info.classes)})"
         )
-    return ResolvedModel(info.engine, str(path), f"{name} ({found})")
+    return ResolvedModel(CLASS_ENGINES.get(found, info.engine), str(path), f"{name} ({found})")
 
 
 def _hub_cache_candidates(model_id: str) -> list[Path]:

@@ -3,11 +3,12 @@
 Model hubs are unreachable from our machines, so tests and benchmarks run on models that
 have exactly the real shapes (from the reference configs) and random weights. The output
 directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``config.yaml``,
-``model.pt``, ``tokens.json`` and ``am.mvn``.
+``model.pt``, ``tokens.json`` and ``am.mvn`` (SenseVoiceSmall's, as its hub directory has them:
+``workers.models.synthetic_sensevoice``).
 
 Usage::
 
-    python -m workers.models.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc \
+    python -m workers.models.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc|sensevoice \
         --size tiny|large
 """
 
@@ -178,6 +179,10 @@ def build_model_dir(
 ) -> Path:
     """Write a loadable random-weight model directory; deterministic for a seed.
     ``vocabulary`` (the Paraformers'): which characters its tokens are (``build_tokens``)."""
+    if kind == "sensevoice":
+        from workers.models.synthetic_sensevoice import build_sensevoice_dir
+
+        return build_sensevoice_dir(out_dir, size, seed)
     if kind in ("vad", "punc"):
         from workers.models.synthetic_companions import build_punc_dir, build_vad_dir
 
@@ -250,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument(
-        "--kind", choices=["streaming", "offline", "seaco", "vad", "punc"], default="streaming"
+        "--kind",
+        choices=["streaming", "offline", "seaco", "vad", "punc", "sensevoice"],
+        default="streaming",
     )
     parser.add_argument("--size", choices=["tiny", "large"], default="tiny")
     parser.add_argument("--seed", type=int, default=0)

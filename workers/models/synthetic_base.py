@@ -10,7 +10,8 @@ from typing import Any, Literal
 # "seaco" is the offline SeACo-Paraformer, which takes hotwords (workers.models.synthetic_seaco).
 # "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
 # workers.models.synthetic_companions builds them.
-ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc"]
+# "sensevoice" is SenseVoiceSmall, an offline model (workers.models.synthetic_sensevoice).
+ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc", "sensevoice"]
 ModelSize = Literal["tiny", "large"]
 
 # Paraformer's token conventions: <blank>=0, <s>=1, </s>=2, <unk> last.

@@ -206,6 +206,7 @@ def _run_batch(
                 timestamps=output.timestamps,
                 segments=output.segments,
                 sentences=output.sentences,
+                tags=output.tags,
             )
         )
     batch.clear()

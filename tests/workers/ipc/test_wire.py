@@ -4,7 +4,13 @@ import struct
 
 import pytest
 
-from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, MAX_HOTWORDS_BYTES, StreamOptions
+from shared.messages import (
+    MAX_HOTWORD_CHARS,
+    MAX_HOTWORDS,
+    MAX_HOTWORDS_BYTES,
+    SPOKEN_LANGUAGES,
+    StreamOptions,
+)
 from workers.ipc.wire import (
     FLAG_FINAL,
     HEADER_SIZE,
@@ -49,6 +55,26 @@ def test_open_carries_whether_the_stream_wants_itn(itn: bool) -> None:
     options = StreamOptions(hotwords=("阿里巴巴",), itn=itn)
     decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 3, options=options).pack())
     assert decoded.options == options
+
+
+@pytest.mark.parametrize("language", SPOKEN_LANGUAGES)
+@pytest.mark.parametrize("model_itn", [True, False])
+def test_open_carries_the_language_and_the_models_own_itn(language: str, model_itn: bool) -> None:
+    options = StreamOptions(itn=not model_itn, language=language, model_itn=model_itn)
+    decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 3, options=options).pack())
+    assert decoded.options == options
+
+
+def test_an_open_with_a_language_past_the_list_is_refused() -> None:
+    packed = bytearray(CommandHeader(CommandKind.OPEN, 3).pack())
+    packed[2] = len(SPOKEN_LANGUAGES)
+    with pytest.raises(ValueError, match="language"):
+        CommandHeader.unpack(bytes(packed))
+
+
+def test_stream_options_refuse_a_language_sensevoice_does_not_take() -> None:
+    with pytest.raises(ValueError, match="language"):
+        StreamOptions(language="fr")
 
 
 @pytest.mark.parametrize(
