@@ -14,7 +14,7 @@ from gateway.audio.pcm import BYTES_PER_SAMPLE, MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.fields import int_in, is_int, read_bool, read_text
 from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
-from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, StreamOptions
+from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, SPOKEN_LANGUAGES, StreamOptions
 
 Mode = Literal["online", "offline", "2pass"]
 T = TypeVar("T")
@@ -47,6 +47,10 @@ class SessionConfig:
     # Inverse text normalization of the offline results ("一百二十三" as "123"), as FunASR's
     # C++ server does it: on by default (its default), never on partials.
     itn: bool = True
+    # SenseVoiceSmall's language and its own ITN (and punctuation), as the C++ server takes
+    # them for its SenseVoice second pass, with its defaults; other models ignore them.
+    svs_lang: str = "auto"
+    svs_itn: bool = True
     # Ours, opt-in: a result for every model chunk, even with empty text, so that a
     # benchmark can time each chunk by its ``seq``.
     timing: bool = False
@@ -63,6 +67,8 @@ class SessionConfig:
             decoder_chunk_look_back=self.decoder_chunk_look_back,
             hotwords=self.hotwords,
             itn=self.itn,
+            language=self.svs_lang,
+            model_itn=self.svs_itn,
         )
 
     @property
@@ -112,6 +118,13 @@ def _wav_name(name: str, value: object) -> str:
     if len(wav_name) > MAX_WAV_NAME_CHARS:
         raise ProtocolError(f"{name} is longer than {MAX_WAV_NAME_CHARS} characters")
     return wav_name
+
+
+def _spoken_language(name: str, value: object) -> str:
+    if value not in SPOKEN_LANGUAGES:
+        languages = ", ".join(SPOKEN_LANGUAGES)
+        raise ProtocolError(f"{name} must be one of {languages}, got {value!r:.40}")
+    return str(value)
 
 
 def _model(name: str, value: object) -> str:
@@ -164,6 +177,8 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         audio_fs=pick("audio_fs", _audio_fs, old.audio_fs),
         hotwords=pick("hotwords", parse_hotwords, old.hotwords),
         itn=pick("itn", read_bool, old.itn),
+        svs_lang=pick("svs_lang", _spoken_language, old.svs_lang),
+        svs_itn=pick("svs_itn", read_bool, old.svs_itn),
         timing=pick("timing", read_bool, old.timing),
         resumable=pick("resumable", read_bool, old.resumable),
         model=pick("model", _model, old.model),

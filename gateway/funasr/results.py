@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from shared.messages import SentenceStamp, StreamResult
+from shared.messages import SentenceStamp, SpeechTags, StreamResult
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 
@@ -159,6 +159,13 @@ def stamp_sent(sentence: SentenceStamp, offset_ms: int = 0) -> dict[str, object]
     }
 
 
+def tag_fields(tags: SpeechTags) -> dict[str, str]:
+    """SenseVoice's tags as result fields (``language``, ``emotion``, ``event``): those the
+    model wrote. Ours: FunASR's servers leave them in the text or drop them."""
+    fields = {"language": tags.language, "emotion": tags.emotion, "event": tags.event}
+    return {name: value for name, value in fields.items() if value}
+
+
 def timestamp_field(timestamps: Sequence[tuple[int, int]], offset_ms: int = 0) -> str:
     """FunASR's ``timestamp``: ``"[[start,end],...]"`` in ms from the utterance's start
     (a 2pass sentence's times are its model's plus where its audio began)."""
@@ -282,6 +289,7 @@ class WholeText:
         self._pieces: list[str] = []  # the current stream's texts so far
         self._timestamps: list[tuple[int, int]] = []
         self._sentences: list[dict[str, object]] = []  # FunASR's C++ server's stamp_sents
+        self._tags: SpeechTags | None = None  # the first segment's that has them
         self._queue_ms = self._compute_ms = 0.0
         self._last: tuple[StreamResult, int] | None = None  # the last final, its worker
 
@@ -295,6 +303,7 @@ class WholeText:
             self._pieces = []
             self._timestamps += [(start + offset, end + offset) for start, end in result.timestamps]
             self._sentences += [stamp_sent(sentence, offset) for sentence in result.sentences]
+            self._tags = self._tags or result.tags
             self._last = (result, worker)
         return []
 
@@ -308,6 +317,8 @@ class WholeText:
             extra["timestamp"] = timestamp_field(self._timestamps)
         if self._sentences:
             extra["stamp_sents"] = self._sentences
+        if self._tags is not None:
+            extra.update(tag_fields(self._tags))
         frame = result_message(
             mode=self.mode,
             text=join_texts(self._texts),

@@ -103,6 +103,9 @@ def test_parse_config_keeps_omitted_fields_of_the_base() -> None:
         ({"hotwords": ["a", "b"]}, "hotwords"),
         ({"itn": 1}, "itn"),
         ({"itn": "true"}, "itn"),
+        ({"svs_lang": "fr"}, "svs_lang"),
+        ({"svs_lang": None}, "svs_lang"),
+        ({"svs_itn": "false"}, "svs_itn"),
         ({"is_speaking": "yes"}, "is_speaking"),
         ({"is_speaking": 1}, "is_speaking"),
         ({"mode": "online", "is_finished": 1}, "is_finished"),
@@ -140,3 +143,12 @@ def test_bounds_of_integer_fields_are_accepted() -> None:
     )
     assert parser.config is not None
     assert parser.config.chunk_size == (0, 1, 100)
+
+
+def test_svs_fields_default_as_funasrs_cpp_server_and_reach_the_stream_options() -> None:
+    """svs_lang "auto" and svs_itn true unless the config says otherwise, as FunASR's C++
+    server defaults them; they become the offline stream's language and own ITN."""
+    assert parse_config({}).stream_options().language == "auto"
+    assert parse_config({}).stream_options().model_itn is True
+    options = parse_config({"svs_lang": "yue", "svs_itn": False, "itn": True}).stream_options()
+    assert (options.language, options.model_itn, options.itn) == ("yue", False, True)
