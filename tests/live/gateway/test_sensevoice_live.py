@@ -55,7 +55,9 @@ def fields(message: dict[str, object]) -> dict[str, object]:
     return {name: message.get(name) for name in ("text", "language", "emotion", "event")}
 
 
-def offline_result(client: TestClient, audio: np.ndarray, **config_fields: object) -> dict:
+def offline_result(
+    client: TestClient, audio: np.ndarray, **config_fields: object
+) -> dict[str, object]:
     with client.websocket_connect("/") as ws:
         ws.send_text(config(mode="offline", **config_fields))
         ws.send_bytes(audio.astype("<i2").tobytes())
