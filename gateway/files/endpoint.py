@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
+from gateway.funasr.results import tag_fields
 from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
@@ -181,7 +182,10 @@ async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
     model = chosen_model(serving, audio.model)
     samples = await decode_upload(serving, audio.data)
-    options = StreamOptions(hotwords=audio.hotwords, itn=audio.itn)
+    # One itn for files: wetext's for a Paraformer, SenseVoice's own for SenseVoice.
+    options = StreamOptions(
+        hotwords=audio.hotwords, itn=audio.itn, language=audio.language, model_itn=audio.itn
+    )
     transcript = await transcribe_file(serving, model, samples, options)
     decoder = model.whole_utterance_pool
     body: dict[str, object] = {
@@ -194,4 +198,6 @@ async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     }
     if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]
         body["timestamps"] = [list(pair) for pair in transcript.timestamps]
+    if transcript.tags is not None:  # SenseVoice's: the language heard, emotion, event
+        body.update(tag_fields(transcript.tags))
     return JSONResponse(body)

@@ -35,7 +35,8 @@ FORM_WHY = "ASR_TRANSCRIBE_MAX_BYTES and 256 KiB for the form's fields"
 FIELD_MAX_BYTES = 64 << 10  # a text field (hotwords: 16 KiB of words, plus JSON weights)
 FORM_SLACK_BYTES = 256 << 10  # a form's boundaries, part headers and text fields
 MAX_PARTS = 8
-TEXT_FIELDS = frozenset({"hotwords", "model", "itn"})  # what /v1/transcribe's form keeps
+# What /v1/transcribe's form keeps.
+TEXT_FIELDS = frozenset({"hotwords", "model", "itn", "language"})
 
 
 def check_declared_length(headers: Mapping[str, str], limit: int, what: str, why: str) -> None:

@@ -3,7 +3,9 @@
 The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "..."}``
 fetched with ``httpx`` (``gateway.files.fetch``); ``hotwords`` (a form field, or a JSON key)
 takes either form FunASR's clients send, as in a WebSocket config; so does ``itn``
-(default true, as a config's), and ``model`` names a served model. Bodies are read with a
+(default true, as a config's), ``language`` is the language spoken, for a model that takes
+one (SenseVoiceSmall: ``SPOKEN_LANGUAGES``, default ``auto``), and ``model`` names a served
+model. Bodies are read with a
 byte cap as they arrive (``gateway.files.multipart``): nothing is spooled to disk, memory is
 bounded by the cap.
 It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
@@ -23,6 +25,7 @@ status reason               when
 400    bad_url              a URL that is not http(s), or malformed
 400    bad_hotwords         hotwords past the limits of a WebSocket config
 400    bad_itn              an ``itn`` that is not true or false
+400    bad_language         a ``language`` that is not one of ``SPOKEN_LANGUAGES``
 400    bad_wav              an empty, truncated or corrupt WAV, one without samples
 400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
 400    too_many_channels    more than ``MAX_CHANNELS`` channels
@@ -86,7 +89,7 @@ from gateway.files.multipart import (
 from gateway.funasr.hotwords import parse_hotwords
 from gateway.settings import TranscribeSettings
 from shared.errors import GatewayError, OverCapacityError, ProtocolError, ShuttingDownError
-from shared.messages import SAMPLE_RATE
+from shared.messages import SAMPLE_RATE, SPOKEN_LANGUAGES
 
 __all__ = [
     "AudioRequest",
@@ -95,6 +98,7 @@ __all__ = [
     "duration_s",
     "parse_hotwords_field",
     "parse_itn_field",
+    "parse_language_field",
     "read_audio",
     "read_upload",
     "refusal_for",
@@ -207,6 +211,7 @@ class AudioRequest:
     hotwords: tuple[str, ...] = ()
     model: str | None = None  # a served model's name (None: the default)
     itn: bool = True  # inverse text normalization of the text, as a FunASR config's
+    language: str = "auto"  # the language spoken (SenseVoice; other models ignore it)
 
 
 def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
@@ -227,6 +232,18 @@ def parse_itn_field(value: str | None) -> bool:
     if text not in ("true", "false"):
         raise TranscribeError(400, "bad_itn", f"itn {value!r:.40} is not true or false")
     return text == "true"
+
+
+def parse_language_field(value: object) -> str:
+    """A ``language``: one of ``SPOKEN_LANGUAGES`` (unset: ``auto``), else a 400."""
+    if value is None:
+        return "auto"
+    if value not in SPOKEN_LANGUAGES:
+        languages = ", ".join(SPOKEN_LANGUAGES)
+        raise TranscribeError(
+            400, "bad_language", f"language {value!r:.40} is not one of {languages}"
+        )
+    return str(value)
 
 
 async def read_audio(request: Request, settings: TranscribeSettings) -> AudioRequest:
@@ -287,7 +304,9 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         assert form.file is not None, "_read_upload refuses a form without one"
         hotwords = parse_hotwords_field(form.hotwords)
         itn = parse_itn_field(form.text("itn"))
-        return AudioRequest(form.file, form.filename, hotwords, form.text("model"), itn)
+        language = parse_language_field(form.text("language"))
+        model = form.text("model")
+        return AudioRequest(form.file, form.filename, hotwords, model, itn, language)
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
@@ -307,13 +326,14 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         itn = payload.get("itn", True)
         if not isinstance(itn, bool):
             raise TranscribeError(400, "bad_itn", "itn must be true or false")
+        language = parse_language_field(payload.get("language"))
         data = await fetch(
             url,
             max_bytes=settings.max_bytes,
             timeout_s=settings.fetch_timeout_s,
             allow_private=settings.fetch_allow_private,
         )
-        return AudioRequest(data, url, words, model, itn)
+        return AudioRequest(data, url, words, model, itn, language)
     raise TranscribeError(
         415,
         "unsupported_type",

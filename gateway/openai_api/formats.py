@@ -15,7 +15,8 @@ with neutral values, so that code written for Whisper's output reads it as a goo
 =================== ==========================================================================
 field               here
 =================== ==========================================================================
-``language``        the request's ``language`` as given, else ``""``: nothing is detected
+``language``        the language the model heard (SenseVoice), else the request's as
+                    given, else ``""`` (a Paraformer detects none)
 ``segments[].seek`` where the segment starts, in 10 ms frames (Whisper's unit for ``seek``)
 ``tokens``          ``[]``: the worker does not send token ids
 ``temperature``     ``0.0``: Paraformer is non-autoregressive, nothing is sampled

@@ -110,7 +110,7 @@ from gateway.session.long_audio import (
 )
 from gateway.session.serving import ServedModel, Serving
 from shared.errors import GatewayError, UnknownModelError
-from shared.messages import StreamOptions
+from shared.messages import SPOKEN_LANGUAGES, StreamOptions
 from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
@@ -311,7 +311,10 @@ def file_transcript(pieces: list[DecodedSegment], duration: float, language: str
         )
         for piece in pieces
     )
-    return FileTranscript(join_segments(pieces).text, duration, language, segments)
+    joined = join_segments(pieces)
+    # The language the model heard (SenseVoice), else the request's as given.
+    heard = joined.tags.language if joined.tags is not None and joined.tags.language else ""
+    return FileTranscript(joined.text, duration, heard or language, segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +326,15 @@ class _Decode:
 
     @property
     def options(self) -> StreamOptions:
-        return StreamOptions(hotwords=self.asked.hotwords, itn=self.asked.itn)
+        # OpenAI's language is a hint in ISO-639-1; one SenseVoice does not take (or none)
+        # is "auto", as funasr's generate takes it; other models ignore it.
+        language = self.asked.language if self.asked.language in SPOKEN_LANGUAGES else "auto"
+        return StreamOptions(
+            hotwords=self.asked.hotwords,
+            itn=self.asked.itn,
+            language=language,
+            model_itn=self.asked.itn,
+        )
 
     async def all(self) -> list[DecodedSegment]:
         return await transcribe_segments(self.pool, self.samples, self.segments, self.options)

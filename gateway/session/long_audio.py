@@ -115,9 +115,8 @@ class SegmentDecodes:
             assert result is not None, "a decode either filled its result or kept its error"
             offset = segment.start_ms
             moved = tuple((start + offset, end + offset) for start, end in result.timestamps)
-            yield DecodedSegment(
-                index, offset, segment.end // BYTES_PER_MS, Transcript(result.text, moved)
-            )
+            transcript = Transcript(result.text, moved, result.tags)
+            yield DecodedSegment(index, offset, segment.end // BYTES_PER_MS, transcript)
 
 
 @asynccontextmanager
@@ -138,10 +137,12 @@ async def decode_segments(
 
 
 def join_segments(pieces: Sequence[DecodedSegment]) -> Transcript:
-    """Segments' transcripts as one: texts joined as FunASR joins them, times in order."""
+    """Segments' transcripts as one: texts joined as FunASR joins them, times in order, the
+    tags of the first segment that has them (a file's language is the one heard first)."""
     texts = [piece.transcript.text for piece in pieces]
     timestamps = tuple(pair for piece in pieces for pair in piece.transcript.timestamps)
-    return Transcript(join_texts(texts), timestamps)
+    tags = next((p.transcript.tags for p in pieces if p.transcript.tags is not None), None)
+    return Transcript(join_texts(texts), timestamps, tags)
 
 
 async def transcribe_segments(

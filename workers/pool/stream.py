@@ -11,7 +11,13 @@ import numpy as np
 
 from shared.audio import Samples
 from shared.errors import GatewayError, StreamClosedError, WorkerError
-from shared.messages import StreamExpired, StreamFailed, StreamResult, WorkerMessage
+from shared.messages import (
+    SpeechTags,
+    StreamExpired,
+    StreamFailed,
+    StreamResult,
+    WorkerMessage,
+)
 from workers.ipc.sender import audio_header
 from workers.ipc.wire import NO_SLOT
 from workers.pool.handle import WorkerHandle
@@ -181,6 +187,7 @@ class AudioStream:
 class Transcript:
     text: str
     timestamps: tuple[tuple[int, int], ...]  # ms, per token; empty if the model has none
+    tags: SpeechTags | None = None  # a model that tags what it heard (SenseVoice)
 
 
 async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool) -> Transcript:
@@ -200,4 +207,4 @@ async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool
         return Transcript("", ())
     texts = [result.text for result in results]
     text = "".join(texts) if text_is_delta else texts[-1]
-    return Transcript(text, results[-1].timestamps)
+    return Transcript(text, results[-1].timestamps, results[-1].tags)

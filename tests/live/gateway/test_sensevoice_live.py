@@ -6,12 +6,15 @@ own ``generate`` on the same model and the same audio."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import openai
 import pytest
+import soundfile
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
@@ -120,3 +123,51 @@ def test_a_bad_svs_lang_is_refused_by_name(client: TestClient) -> None:
         ws.send_text(config(mode="offline", svs_lang="klingon"))
         error = expect_error(ws, 1008)
     assert "svs_lang" in error["message"]
+
+
+def wav(audio: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    soundfile.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("language", "itn"), [("yue", "false"), (None, None)])
+def test_transcribe_takes_a_language_and_answers_with_the_tags(
+    client: TestClient, model: object, language: str | None, itn: str | None
+) -> None:
+    """``language`` and ``itn`` reach SenseVoice (unset: auto and true); the answer carries
+    what it heard as fields, never in the text."""
+    audio = spoken(34, ("speech", 2.0))
+    data = {name: value for name, value in (("language", language), ("itn", itn)) if value}
+    response = client.post(
+        "/v1/transcribe", files={"file": ("a.wav", wav(audio), "audio/wav")}, data=data
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["engine"] == "sensevoice"
+    assert fields(body) == expected(model, audio, language or "auto", itn != "false")
+    assert body["language"] == (language or "zh")
+
+
+def test_transcribe_refuses_a_language_sensevoice_does_not_take(client: TestClient) -> None:
+    files = {"file": ("a.wav", wav(spoken(35, ("speech", 0.5))), "audio/wav")}
+    response = client.post("/v1/transcribe", files=files, data={"language": "fr"})
+    assert response.status_code == 400
+    assert "language" in response.json()["error"]["message"]
+
+
+def test_openais_verbose_json_says_the_language_heard(client: TestClient, model: object) -> None:
+    """OpenAI's SDK: the language hint goes in (one SenseVoice does not take is "auto"),
+    the language the model heard comes out; the text is SenseVoice's with ITN on."""
+    audio = spoken(36, ("speech", 2.0))
+    sdk = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client)
+    for hint, heard in (("ja", "ja"), (None, "zh"), ("fr", "zh")):
+        answer = sdk.audio.transcriptions.create(
+            model="whisper-1",
+            file=("a.wav", wav(audio)),
+            response_format="verbose_json",
+            language=hint if hint else openai.omit,
+        )
+        want = expected(model, audio, hint if hint in ("ja",) else "auto", True)
+        assert answer.language == heard
+        assert answer.text == want["text"]
