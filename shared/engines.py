@@ -24,6 +24,7 @@ class EngineName(enum.StrEnum):
     FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
     FSMN_VAD_ONNX = "fsmn-vad-onnx"  # the same VAD, all streams' frames in one call
     SENSEVOICE = "sensevoice"  # SenseVoiceSmall: whole utterances, tagged, under PyTorch
+    SENSEVOICE_ONNX = "sensevoice-onnx"  # the same under ONNX Runtime
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.sensevoice import SenseVoiceEngine
 
             return SenseVoiceEngine.load(spec)
+        case EngineName.SENSEVOICE_ONNX:
+            from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
+
+            return SenseVoiceOnnxEngine.load(spec)
     known = ", ".join(EngineName)
     raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
 
@@ -67,12 +71,15 @@ def select_engine(
     on ``paraformer-offline-onnx``, unless its class is one the offline export does not carry
     (SeACo's hotwords, BiCifParaformer's timestamps), which ``model_dir`` tells: such a
     model, or one whose directory is not given, stays on ``paraformer-offline``. It puts
-    an FSMN-VAD on ``fsmn-vad-onnx``, torch-free as well.
+    an FSMN-VAD on ``fsmn-vad-onnx``, torch-free as well, and SenseVoiceSmall on
+    ``sensevoice-onnx``.
     """
     if runtime != EngineName.PARAFORMER_ONNX:
         return model_engine
     if model_engine is EngineName.PARAFORMER:
         return EngineName.PARAFORMER_ONNX
+    if model_engine is EngineName.SENSEVOICE:
+        return EngineName.SENSEVOICE_ONNX  # funasr's own export, no torch in the worker
     if model_engine is EngineName.FSMN_VAD:
         return EngineName.FSMN_VAD_ONNX  # torch-free too: no export, all streams in one call
     if model_engine is EngineName.PARAFORMER_OFFLINE and model_dir is not None:
@@ -85,4 +92,8 @@ def select_engine(
 
 def needs_onnx_export(engine: EngineName) -> bool:
     """Whether the engine loads an ONNX export of the model (``workers.models.export``)."""
-    return engine in (EngineName.PARAFORMER_ONNX, EngineName.PARAFORMER_OFFLINE_ONNX)
+    return engine in (
+        EngineName.PARAFORMER_ONNX,
+        EngineName.PARAFORMER_OFFLINE_ONNX,
+        EngineName.SENSEVOICE_ONNX,
+    )

@@ -32,6 +32,10 @@ from workers.engines.paraformer_offline import similar_lengths
 from workers.engines.table import Answer, TableEngine, engine_error
 
 _TAG = re.compile(r"<\|([^|<>]*)\|>")
+# The prompt ids SenseVoiceSmall's embedding takes in front of the features (its lid_dict
+# and textnorm_dict): the language, and whether its own ITN is on.
+LANGUAGE_QUERY = {"auto": 0, "zh": 3, "en": 4, "yue": 7, "ja": 11, "ko": 12, "nospeech": 13}
+TEXT_NORM_QUERY = {"withitn": 14, "woitn": 15}
 # The tags SenseVoiceSmall writes, by what they say (funasr.utils.postprocess_utils).
 LANGUAGES = frozenset({"zh", "en", "yue", "ja", "ko", "nospeech"})
 EMOTIONS = frozenset(

@@ -29,8 +29,10 @@ decoder in one graph. Differences:
   the graph while decoding speech-like audio of 1 to 6 s, one utterance per call (no
   padding in the ranges). Fixed scales keep a row's text independent of its batch-mates.
 
-Only class ``Paraformer``: SeACo-Paraformer (hotwords) and BiCifParaformer (timestamps)
-are refused, and ``select_engine`` keeps them on the PyTorch engine.
+Of the Paraformers, only class ``Paraformer``: SeACo-Paraformer (hotwords) and
+BiCifParaformer (timestamps) are refused, and ``select_engine`` keeps them on the PyTorch
+engine. A SenseVoiceSmall directory gets funasr's own SenseVoice graph in the same place
+(``workers.models.export_sensevoice``), for ``sensevoice-onnx``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from workers.engines.onnx_files import (
 )
 from workers.engines.paraformer_offline_onnx import EXPORTED_MODEL_CLASSES, serves
 from workers.models.export_common import OPSET, _write_atomically, load_for_export, quantize_matmuls
+from workers.models.export_sensevoice import SENSEVOICE_FP32_ONLY, export_sensevoice_fp32
 from workers.models.resolve import OFFLINE_MODEL_CLASSES
 
 CALIBRATION_SECONDS = (1.0, 1.6, 2.3, 3.0, 3.0, 3.4, 4.1, 4.8, 5.5, 6.0)
@@ -70,7 +73,10 @@ def export_offline(model_dir: Path, int8: bool = False, threads: int = 2) -> Off
     precision: Precision = "int8" if int8 else "fp32"
     if up_to_date(model_dir, precision):
         return OfflineOnnxFiles.of(model_dir, precision)
-    if not serves(model_dir):
+    sensevoice = model_class(model_dir) == "SenseVoiceSmall"
+    if sensevoice and int8:
+        raise ValueError(f"{model_dir}: {SENSEVOICE_FP32_ONLY}")
+    if not (serves(model_dir) or sensevoice):
         raise ValueError(
             f"{model_dir}: model class {model_class(model_dir)!r} has no ONNX export here"
             f" (only {', '.join(EXPORTED_MODEL_CLASSES)}); it runs on paraformer-offline"
@@ -80,7 +86,10 @@ def export_offline(model_dir: Path, int8: bool = False, threads: int = 2) -> Off
     if not up_to_date(model_dir, "fp32"):
         (fp32.directory / MANIFEST).unlink(missing_ok=True)
         OfflineOnnxFiles.of(model_dir, "int8").model.unlink(missing_ok=True)  # made from the old
-        _export_fp32(model_dir, fp32.model, threads)
+        if sensevoice:
+            export_sensevoice_fp32(model_dir, fp32.model, threads)
+        else:
+            _export_fp32(model_dir, fp32.model, threads)
     int8_files = OfflineOnnxFiles.of(model_dir, "int8")
     if int8:
         quantize_matmuls(fp32.model, int8_files.model, _calibration_feeds(model_dir, threads))

@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from workers.engines.sensevoice import LANGUAGE_QUERY, TEXT_NORM_QUERY
 from workers.models.synthetic_base import ModelSize, format_cmvn, frontend_conf, save_weights
 
 VOCAB_SIZE = 25055
@@ -64,10 +65,6 @@ EMOTION_TAGS = {
     "EMO_UNKNOWN": 25009,
 }
 TEXT_NORM_TAGS = {"withitn": 25016, "woitn": 25017}
-# SenseVoiceSmall.embed rows of the prompt (lid_dict, textnorm_dict) and its fixed
-# event/emotion queries (rows 1 and 2).
-_LANGUAGE_QUERY = {"auto": 0, "zh": 3, "en": 4, "yue": 7, "ja": 11, "ko": 12}
-_TEXT_NORM_QUERY = {"withitn": 14, "woitn": 15}
 # An aimed tag's logit on its own frame is half of this, far above the text pieces' (about
 # 2.5 at most with random weights), and about minus half of it on the audio frames.
 TAG_GAIN = 40.0
@@ -244,7 +241,7 @@ def aim_tags(model: Any, means: list[float], inv_stds: list[float], seed: int) -
         """The output on the four prompt frames for each clip (clips x 4 x dim), as
         SenseVoiceSmall.inference builds its input: language query, the event and emotion
         queries (embed rows 1 and 2), text-norm query, then the features."""
-        ids = torch.tensor([[_LANGUAGE_QUERY[language], 1, 2, _TEXT_NORM_QUERY[text_norm]]])
+        ids = torch.tensor([[LANGUAGE_QUERY[language], 1, 2, TEXT_NORM_QUERY[text_norm]]])
         outputs = []
         for clip in clips:
             speech = torch.cat((model.embed(ids), clip[None]), dim=1)

@@ -171,3 +171,23 @@ def test_openais_verbose_json_says_the_language_heard(client: TestClient, model:
         want = expected(model, audio, hint if hint in ("ja",) else "auto", True)
         assert answer.language == heard
         assert answer.text == want["text"]
+
+
+def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
+    tiny_sensevoice_model: Path, model: object
+) -> None:
+    """ASR_OFFLINE_ENGINE=paraformer-onnx: the pool exports funasr's graph at its start and
+    serves SenseVoice on sensevoice-onnx; the text and tags are funasr's."""
+    streaming = PoolSettings(model="checksum", devices=("cpu",))
+    offline = replace(
+        streaming, model=str(tiny_sensevoice_model), kind="offline", engine="paraformer-onnx"
+    )
+    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    audio = spoken(37, ("speech", 1.8))
+    with TestClient(create_app(settings)) as onnx_client:
+        message = offline_result(onnx_client, audio, svs_lang="en", svs_itn=True)
+        engine = onnx_client.post(
+            "/v1/transcribe", files={"file": ("a.wav", wav(audio), "audio/wav")}
+        ).json()["engine"]
+    assert engine == "sensevoice-onnx"
+    assert fields(message) == expected(model, audio, "en", True)

@@ -171,3 +171,51 @@ def test_a_sensevoice_directory_resolves_to_its_engine(tiny_sensevoice_model: Pa
     resolved = resolve_model(str(tiny_sensevoice_model), "/nonexistent", "offline")
     assert resolved.engine is EngineName.SENSEVOICE
     assert "SenseVoiceSmall" in resolved.description
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_sensevoice_model: Path) -> Path:
+    from workers.models.export_offline import export_offline
+
+    export_offline(tiny_sensevoice_model)
+    return tiny_sensevoice_model
+
+
+def test_the_onnx_engine_gives_funasrs_text_alone_and_batched(exported: Path) -> None:
+    """funasr's own export under ONNX Runtime: every text and tag equals funasr's PyTorch
+    generate on the utterance alone, whether the utterances share a call or not."""
+    from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
+
+    engine = SenseVoiceOnnxEngine.load(
+        EngineSpec(EngineName.SENSEVOICE_ONNX, model_dir=str(exported))
+    )
+    model = load_automodel(str(exported), "cpu", 1)
+    asked = [("zh", True, 2.0), ("zh", True, 2.2), ("en", False, 3.0), ("auto", True, 0.6)]
+    clips = [clip(40 + n, seconds) for n, (_, _, seconds) in enumerate(asked)]
+    for n, (language, itn, _) in enumerate(asked):
+        engine.open_stream(n, StreamOptions(language=language, model_itn=itn))
+    outputs = engine.feed([ChunkItem(n, 0, audio, True) for n, audio in enumerate(clips)])
+    for output, (language, itn, _), audio in zip(outputs, asked, clips, strict=True):
+        assert output.error is None
+        assert (output.text, output.tags) == split_tags(raw_text(model, audio, language, itn))
+        assert output.text
+
+
+def test_the_offline_onnx_runtime_puts_sensevoice_on_its_onnx_engine(exported: Path) -> None:
+    from workers.engines import needs_onnx_export, select_engine
+
+    engine = select_engine(EngineName.SENSEVOICE, "paraformer-onnx", str(exported))
+    assert engine is EngineName.SENSEVOICE_ONNX
+    assert needs_onnx_export(engine)
+    assert select_engine(EngineName.SENSEVOICE, "paraformer", str(exported)) is (
+        EngineName.SENSEVOICE
+    )
+
+
+def test_an_int8_export_is_refused_in_one_line(exported: Path) -> None:
+    """onnxruntime's static quantization fails on SenseVoice's graph: asking for int8 says
+    so, rather than serving fp32 under another name."""
+    from workers.models.export_offline import export_offline
+
+    with pytest.raises(ValueError, match="fp32 only"):
+        export_offline(exported, int8=True)
