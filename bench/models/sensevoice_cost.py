@@ -122,6 +122,44 @@ def onnx_rows(model: Any, repeats: int, threads: int) -> list[str]:
     return lines
 
 
+def engine_rows(model_dir: Path, repeats: int, threads: int) -> list[str]:
+    """The two engines as a worker runs them (frontend, model, decode, tags): ``sensevoice``
+    (PyTorch) against ``sensevoice-onnx`` (the export above, written where the pool keeps
+    it), the same utterances."""
+    from shared.engines import EngineName
+    from shared.messages import EngineSpec, StreamOptions
+    from workers.engines.base import ChunkItem
+    from workers.engines.sensevoice import SenseVoiceEngine
+    from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
+    from workers.models.export_offline import export_offline
+
+    export_offline(model_dir, threads=threads)
+    engines = {
+        "sensevoice (PyTorch)": SenseVoiceEngine.load(
+            EngineSpec(EngineName.SENSEVOICE, model_dir=str(model_dir), threads=threads)
+        ),
+        "sensevoice-onnx": SenseVoiceOnnxEngine.load(
+            EngineSpec(EngineName.SENSEVOICE_ONNX, model_dir=str(model_dir), threads=threads)
+        ),
+    }
+    lines = header("engine", "utterances per step", "seconds each", "ms per utterance")
+    stream = iter(range(1 << 30))
+    for name, engine in engines.items():
+        for batch in (1, 4):
+            clips = [(speech_like(5.0, seed) * 32767).astype(np.int16) for seed in range(batch)]
+
+            def step(engine: Any = engine, clips: list[np.ndarray] = clips) -> None:
+                items = []
+                for audio in clips:
+                    stream_id = next(stream)
+                    engine.open_stream(stream_id, StreamOptions())
+                    items.append(ChunkItem(stream_id, 0, audio, True))
+                engine.feed(items)
+
+            lines.append(row(name, batch, 5.0, f"{timed(step, repeats) / batch:.0f}"))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.models.sensevoice_cost",
@@ -139,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += torch_rows(model, args.repeats)
     if not args.no_onnx:
         lines += ["", *onnx_rows(model, args.repeats, args.threads)]
+        lines += ["", *engine_rows(model_dir, args.repeats, args.threads)]
     print("\n".join(lines))
     return 0
 
