@@ -23,15 +23,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
-from gateway.funasr.results import tag_fields
+from gateway.funasr.results import stamp_sent, tag_fields
 from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
-from gateway.session.long_audio import transcribe_long
+from gateway.session.long_audio import Decoded, transcribe_long
 from gateway.session.serving import ServedModel, Serving
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import StreamOptions
-from workers.pool import Transcript
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ def chosen_model(serving: Serving, name: str | None) -> ServedModel:
 
 async def transcribe_file(
     serving: Serving, model: ServedModel, samples: npt.NDArray[np.int16], options: StreamOptions
-) -> Transcript:
+) -> Decoded:
     """The whole file's transcript by ``model``; longer than ASR_MAX_SEGMENT_SECONDS, in
     segments cut at pauses, then joined."""
     settings = serving.settings
@@ -198,6 +197,12 @@ async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     }
     if transcript.timestamps:  # the model predicts them: ms per token, as [start, end]
         body["timestamps"] = [list(pair) for pair in transcript.timestamps]
+    if transcript.sentences:
+        # FunASR's C++ server's stamp_sents, its five fields, in ms from the file's start
+        # (each segment's moved to where it starts, as stamp_sents are). Absent, as
+        # stamp_sents is there, when the model predicts no token times: not [], which
+        # would read as "times, but no sentence in them".
+        body["sentences"] = [stamp_sent(sentence) for sentence in transcript.sentences]
     if transcript.tags is not None:  # SenseVoice's: the language heard, emotion, event
         body.update(tag_fields(transcript.tags))
     return JSONResponse(body)

@@ -2,11 +2,13 @@
 ``vtt``, ``verbose_json``, and the streamed events of ``stream=true``.
 
 A file comes as its decoded segments (``gateway.session.long_audio``: cut at pauses, each at most
-``ASR_MAX_SEGMENT_SECONDS``; a short file is one). Each becomes a subtitle cue and a
-``verbose_json`` segment; a segment whose text is empty (silence) becomes neither, as its
-text is left out of the joined one. A cue's times are the segment's first token's start
-and last token's end where the model gives token times (BiCifParaformer), else the
-segment's bounds in the file.
+``ASR_MAX_SEGMENT_SECONDS``; a short file is one). Where the model gives sentences (token
+times: a BiCifParaformer or SeACo-Paraformer; split at a punctuation model's marks), each
+sentence becomes a subtitle cue and a ``verbose_json`` segment, timed by its first token's
+start and last token's end (``stamp_sents``' start and end); else each decoded segment
+does, timed by its token times where the model gives them, else by its bounds in the file.
+A segment whose text is empty (silence) becomes none, as its text is left out of the
+joined one. A cue's text is its sentence as the final text writes it (``sentence_texts``).
 
 ``verbose_json`` follows the SDK's ``TranscriptionVerbose``, ``TranscriptionSegment`` and
 ``TranscriptionWord`` field by field. What a Paraformer cannot tell truthfully is filled
@@ -17,7 +19,8 @@ field               here
 =================== ==========================================================================
 ``language``        the language the model heard (SenseVoice), else the request's as
                     given, else ``""`` (a Paraformer detects none)
-``segments[].seek`` where the segment starts, in 10 ms frames (Whisper's unit for ``seek``)
+``segments[].seek`` where the decoded segment it is in starts, in 10 ms frames: Whisper's
+                    ``seek``, the start of the window it was decoded in, in its unit
 ``tokens``          ``[]``: the worker does not send token ids
 ``temperature``     ``0.0``: Paraformer is non-autoregressive, nothing is sampled
 ``avg_logprob``     ``0.0`` (neutral; Whisper's "failed" is below -1): no scores are sent
@@ -38,7 +41,10 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
+
+from shared.messages import SentenceStamp
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "verbose_json", "vtt")
@@ -53,16 +59,36 @@ VTT_MEDIA_TYPE = "text/vtt; charset=utf-8"
 # (a punctuation model's) has no time and is no token.
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(f"[{_CJK}]|(?:(?![{_CJK}])[\\w'\u2019])+")
+# The marks a sentence ends at: those the offline worker splits after
+# (``workers.engines.sentences.PUNCTUATION``; a test holds them equal: the gateway does not
+# import the workers' engines): the full-width comma, full stop, question mark and
+# enumeration comma; English , . ?
+PUNCTUATION = frozenset("\uff0c\u3002\uff1f\u3001,.?")
+# An English word of a sentence's ``text_seg``, as the worker's split counts one.
+_WORD = re.compile(r"[A-Za-z0-9']+")
+
+
+@dataclass(frozen=True, slots=True)
+class Cue:
+    """One subtitle cue and one ``verbose_json`` segment, in ms from the file's start;
+    ``seek_ms``: where the decoded segment it is in starts."""
+
+    start_ms: int
+    end_ms: int
+    text: str
+    seek_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class TimedSegment:
-    """A decoded segment: its bounds in the file and its token times, in ms."""
+    """A decoded segment: its bounds in the file, its token times and its sentences
+    (``stamp_sents``' times: moved to the file's start), in ms."""
 
     start_ms: int
     end_ms: int
     text: str
     token_times: tuple[tuple[int, int], ...] = ()
+    sentences: tuple[SentenceStamp, ...] = ()
 
     @property
     def cue_ms(self) -> tuple[int, int]:
@@ -70,6 +96,18 @@ class TimedSegment:
         if self.token_times:
             return self.token_times[0][0], self.token_times[-1][1]
         return self.start_ms, self.end_ms
+
+    @property
+    def cues(self) -> tuple[Cue, ...]:
+        """A cue per sentence where the model gives sentences, else one for it all."""
+        if not self.sentences:
+            start, end = self.cue_ms
+            return (Cue(start, end, self.text, self.start_ms),)
+        texts = sentence_texts(self.text, self.sentences)
+        return tuple(
+            Cue(sentence.start, sentence.end, text, self.start_ms)
+            for sentence, text in zip(self.sentences, texts, strict=True)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +119,13 @@ class FileTranscript:
 
     @property
     def spoken(self) -> tuple[TimedSegment, ...]:
-        """The segments with text: one cue and one ``verbose_json`` segment each."""
+        """The segments with text: those that have cues."""
         return tuple(segment for segment in self.segments if segment.text)
+
+    @property
+    def cues(self) -> tuple[Cue, ...]:
+        """Every cue, in order: the subtitles, and ``verbose_json``'s segments."""
+        return tuple(cue for segment in self.spoken for cue in segment.cues)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,19 +169,17 @@ def timecode(ms: int, separator: str) -> str:
 
 def srt(transcript: FileTranscript) -> str:
     cues = []
-    for number, segment in enumerate(transcript.spoken, start=1):
-        start, end = segment.cue_ms
-        cues.append(
-            f"{number}\n{timecode(start, ',')} --> {timecode(end, ',')}\n{segment.text}\n\n"
-        )
+    for number, cue in enumerate(transcript.cues, start=1):
+        start, end = timecode(cue.start_ms, ","), timecode(cue.end_ms, ",")
+        cues.append(f"{number}\n{start} --> {end}\n{cue.text}\n\n")
     return "".join(cues)
 
 
 def vtt(transcript: FileTranscript) -> str:
     cues = ["WEBVTT\n\n"]
-    for segment in transcript.spoken:
-        start, end = segment.cue_ms
-        cues.append(f"{timecode(start, '.')} --> {timecode(end, '.')}\n{segment.text}\n\n")
+    for cue in transcript.cues:
+        start, end = timecode(cue.start_ms, "."), timecode(cue.end_ms, ".")
+        cues.append(f"{start} --> {end}\n{cue.text}\n\n")
     return "".join(cues)
 
 
@@ -152,7 +193,7 @@ def verbose_json(
         "language": transcript.language,
         "duration": transcript.duration_s,
         "text": transcript.text,
-        "segments": [_segment(index, s) for index, s in enumerate(transcript.spoken)],
+        "segments": [_segment(index, cue) for index, cue in enumerate(transcript.cues)],
     }
     if "word" in granularities:
         body["words"] = [
@@ -176,6 +217,47 @@ def words_of(segment: TimedSegment) -> list[tuple[str, tuple[int, int]]]:
     return list(zip(tokens, segment.token_times, strict=True))
 
 
+def sentence_texts(text: str, sentences: Sequence[SentenceStamp]) -> tuple[str, ...]:
+    """Each sentence's text as ``text`` (the final text of the decoded segment they are
+    of) writes it: ``text`` cut after each of its punctuation marks, where those marks are
+    the sentences' own, in order; so the cues read as the ``text`` of the answer does,
+    ITN's numbers and all, and joined they are that text. ``text_seg`` is not that text:
+    its tokens are spaced, and taken before ITN.
+
+    Where the marks differ (ITN wrote one: "三点五" as "3.5"; two marks in a row, of which
+    the split kept one), the sentences' own tokens instead, joined as the model's text
+    joins them (a space between two English words only) with their mark: the text before
+    ITN, rather than a cut in the wrong place."""
+    pieces = _cut_at_marks(text, [sentence.punc for sentence in sentences])
+    if pieces is not None:
+        return pieces
+    return tuple(_joined(sentence) for sentence in sentences)
+
+
+def _cut_at_marks(text: str, puncs: Sequence[str]) -> tuple[str, ...] | None:
+    """``text`` cut after each mark, when its marks are ``puncs`` (the last sentence's may
+    be "": it runs to the end); None where they are not, or a piece would be empty."""
+    ends = [index + 1 for index, char in enumerate(text) if char in PUNCTUATION]
+    marks = [text[end - 1] for end in ends]
+    open_end = bool(puncs) and not puncs[-1]
+    if marks != list(puncs[:-1] if open_end else puncs):
+        return None
+    bounds = [0, *ends, len(text)] if open_end else [0, *ends]
+    if not open_end and text[bounds[-1] :].strip():
+        return None  # text after the last sentence's mark: not these sentences
+    pieces = tuple(text[start:end].strip() for start, end in pairwise(bounds))
+    return pieces if all(pieces) else None
+
+
+def _joined(sentence: SentenceStamp) -> str:
+    tokens = sentence.text_seg.split()
+    joined = tokens[0] if tokens else ""
+    for before, token in pairwise(tokens):
+        space = " " if _WORD.fullmatch(before) and _WORD.fullmatch(token) else ""
+        joined += space + token
+    return joined + sentence.punc
+
+
 def compression_ratio(text: str) -> float:
     """Whisper's: the text's UTF-8 bytes over their zlib-compressed bytes."""
     data = text.encode("utf-8")
@@ -195,18 +277,17 @@ def sse(event: dict[str, object]) -> bytes:
     return b"data: " + _json(event).encode("utf-8") + b"\n\n"
 
 
-def _segment(index: int, segment: TimedSegment) -> dict[str, object]:
-    start, end = segment.cue_ms
+def _segment(index: int, cue: Cue) -> dict[str, object]:
     return {
         "id": index,
-        "seek": segment.start_ms // 10,
-        "start": start / 1000,
-        "end": end / 1000,
-        "text": segment.text,
+        "seek": cue.seek_ms // 10,
+        "start": cue.start_ms / 1000,
+        "end": cue.end_ms / 1000,
+        "text": cue.text,
         "tokens": [],
         "temperature": 0.0,
         "avg_logprob": 0.0,
-        "compression_ratio": compression_ratio(segment.text),
+        "compression_ratio": compression_ratio(cue.text),
         "no_speech_prob": 0.0,
     }
 

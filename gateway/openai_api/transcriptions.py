@@ -307,7 +307,11 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
 def file_transcript(pieces: list[DecodedSegment], duration: float, language: str) -> FileTranscript:
     segments = tuple(
         TimedSegment(
-            piece.start_ms, piece.end_ms, piece.transcript.text, piece.transcript.timestamps
+            piece.start_ms,
+            piece.end_ms,
+            piece.transcript.text,
+            piece.transcript.timestamps,
+            piece.transcript.sentences,  # a cue and a segment each, where there are any
         )
         for piece in pieces
     )

@@ -3,8 +3,8 @@
 The cut points come from the VAD pool when one is configured (FunASR's FSMN-VAD speech
 regions, as FunASR's own ``generate`` segments a file), else from the audio's energy; the
 segments are then decoded concurrently (the offline worker's held step gathers them into
-batches), their timestamps moved to where each segment starts, and either joined
-(``transcribe_long``: ``/v1/transcribe``) or read one by one in order as they finish
+batches), their token times and sentences moved to where each segment starts, and either
+joined (``transcribe_long``: ``/v1/transcribe``) or read one by one in order as they finish
 (``decode_segments``: OpenAI's segments, cues and streamed deltas).
 """
 
@@ -28,8 +28,8 @@ from gateway.audio.segment import (
 )
 from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError
-from shared.messages import StreamOptions
-from workers.pool import Transcript, WorkerPool
+from shared.messages import SentenceStamp, SpeechTags, StreamOptions, StreamResult
+from workers.pool import WorkerPool
 
 Pcm = bytes | bytearray | memoryview
 
@@ -73,14 +73,64 @@ async def find_segments(
 
 
 @dataclass(frozen=True, slots=True)
+class Decoded:
+    """A whole utterance's transcript (or a file's, its segments' joined): its text; where
+    the model predicts token times, those (ms, per token) and its sentences
+    (``SentenceStamp``, split at the punctuation before ITN, as ``stamp_sents``); the tags
+    of a model that writes them."""
+
+    text: str
+    timestamps: tuple[tuple[int, int], ...] = ()
+    sentences: tuple[SentenceStamp, ...] = ()
+    tags: SpeechTags | None = None  # a model that tags what it heard (SenseVoice)
+
+
+async def decode_utterance(
+    pool: WorkerPool, audio: npt.NDArray[np.int16], options: StreamOptions
+) -> Decoded:
+    """``audio`` decoded as one utterance on ``pool``, its results gathered as
+    ``WorkerPool.transcribe_with_times`` gathers them (the text: its pieces joined, or the
+    last one for an engine whose text is a running value; the last result's token times
+    and tags), and the last result's sentences too, which the pool's ``Transcript`` does
+    not keep: the file endpoints answer with them."""
+    results: list[StreamResult] = []
+    async with pool.open_stream(options) as stream:
+
+        async def collect() -> None:
+            async for result in stream:
+                results.append(result)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(collect)
+            await stream.finish(audio)
+    if not results:
+        return Decoded("")
+    texts = [result.text for result in results]
+    text = "".join(texts) if pool.text_is_delta else texts[-1]
+    last = results[-1]
+    return Decoded(text, last.timestamps, last.sentences, last.tags)
+
+
+def moved(sentence: SentenceStamp, offset_ms: int) -> SentenceStamp:
+    """``sentence`` ``offset_ms`` later: from its segment's start to the file's."""
+    return SentenceStamp(
+        sentence.text_seg,
+        sentence.punc,
+        sentence.start + offset_ms,
+        sentence.end + offset_ms,
+        tuple((start + offset_ms, end + offset_ms) for start, end in sentence.ts_list),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class DecodedSegment:
-    """One segment's transcript, its token times moved to where the segment starts in the
-    file; ``start_ms``/``end_ms``: the segment's bounds in the file."""
+    """One segment's transcript, its token times and sentences moved to where the segment
+    starts in the file; ``start_ms``/``end_ms``: the segment's bounds in the file."""
 
     index: int
     start_ms: int
     end_ms: int
-    transcript: Transcript
+    transcript: Decoded
 
 
 class SegmentDecodes:
@@ -90,7 +140,7 @@ class SegmentDecodes:
     def __init__(self, segments: Sequence[Segment]) -> None:
         self.segments = tuple(segments)
         self._done = [anyio.Event() for _ in segments]
-        self._results: list[Transcript | GatewayError | None] = [None] * len(segments)
+        self._results: list[Decoded | GatewayError | None] = [None] * len(segments)
 
     async def decode(
         self, pool: WorkerPool, samples: npt.NDArray[np.int16], options: StreamOptions, index: int
@@ -98,7 +148,7 @@ class SegmentDecodes:
         segment = self.segments[index]
         try:
             piece = samples[segment.start // 2 : segment.end // 2]
-            self._results[index] = await pool.transcribe_with_times(piece, options)
+            self._results[index] = await decode_utterance(pool, piece, options)
         except GatewayError as error:
             # Kept for the reader to raise in its turn: one task's failure must not cancel
             # the segments before it, nor reach the caller wrapped in an ExceptionGroup.
@@ -114,8 +164,9 @@ class SegmentDecodes:
                 raise result
             assert result is not None, "a decode either filled its result or kept its error"
             offset = segment.start_ms
-            moved = tuple((start + offset, end + offset) for start, end in result.timestamps)
-            transcript = Transcript(result.text, moved, result.tags)
+            times = tuple((start + offset, end + offset) for start, end in result.timestamps)
+            sentences = tuple(moved(sentence, offset) for sentence in result.sentences)
+            transcript = Decoded(result.text, times, sentences, result.tags)
             yield DecodedSegment(index, offset, segment.end // BYTES_PER_MS, transcript)
 
 
@@ -136,13 +187,15 @@ async def decode_segments(
         group.cancel_scope.cancel()
 
 
-def join_segments(pieces: Sequence[DecodedSegment]) -> Transcript:
-    """Segments' transcripts as one: texts joined as FunASR joins them, times in order, the
-    tags of the first segment that has them (a file's language is the one heard first)."""
+def join_segments(pieces: Sequence[DecodedSegment]) -> Decoded:
+    """Segments' transcripts as one: texts joined as FunASR joins them, times and sentences
+    in order, the tags of the first segment that has them (a file's language is the one
+    heard first)."""
     texts = [piece.transcript.text for piece in pieces]
     timestamps = tuple(pair for piece in pieces for pair in piece.transcript.timestamps)
+    sentences = tuple(sentence for piece in pieces for sentence in piece.transcript.sentences)
     tags = next((p.transcript.tags for p in pieces if p.transcript.tags is not None), None)
-    return Transcript(join_texts(texts), timestamps, tags)
+    return Decoded(join_texts(texts), timestamps, sentences, tags)
 
 
 async def transcribe_segments(
@@ -176,7 +229,7 @@ async def transcribe_long(
     max_segment_bytes: int,
     vad_pool: WorkerPool | None,
     energy_threshold: float,
-) -> Transcript:
+) -> Decoded:
     """A whole file's transcript, decoded in segments when it is longer than the limit."""
     segments = await file_segments(
         samples,

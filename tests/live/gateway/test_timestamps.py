@@ -61,6 +61,17 @@ def test_transcribe_returns_the_models_timestamps(
     body = response.json()
     assert body["text"] == expected["text"]
     assert body["timestamps"] == expected["timestamp"]
+    # No punctuation model: one sentence of every token, as in stamp_sents.
+    tokens = [c for c in expected["text"] if not c.isspace()]
+    assert body["sentences"] == [
+        {
+            "text_seg": " ".join(tokens),
+            "punc": "",
+            "start": expected["timestamp"][0][0],
+            "end": expected["timestamp"][-1][1],
+            "ts_list": expected["timestamp"],
+        }
+    ]
 
 
 def test_offline_results_carry_funasrs_timestamp_field(

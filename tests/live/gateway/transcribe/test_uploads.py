@@ -26,6 +26,10 @@ def test_a_16khz_mono_wav_is_decoded_whole(client: TestClient) -> None:
     assert body["text"] == checksum(samples.astype("<i2").tobytes())
     assert body["duration_s"] == 2.5
     assert body["source"] == "a.wav"
+    # No token times from the checksum engine: no timestamps, no sentences (absent, as the
+    # C++ server leaves stamp_sents out, not empty).
+    assert "timestamps" not in body
+    assert "sentences" not in body
     assert 'asr_transcriptions_total{status="200"}' in client.get("/metrics").text
 
 
