@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -49,39 +50,46 @@ def _direct_texts(
     return texts
 
 
-async def test_pool_texts_equal_direct_generate(tiny_streaming_model: Path) -> None:
-    model = load_automodel(str(tiny_streaming_model), "cpu", threads=1)
+@pytest.fixture(scope="module")
+def model(tiny_streaming_model: Path) -> Any:
+    return load_automodel(str(tiny_streaming_model), "cpu", threads=1)
+
+
+@pytest.fixture(scope="module")
+async def pool(tiny_streaming_model: Path) -> AsyncIterator[WorkerPool]:
+    """One pool for the module: its workers' start (funasr's import) is most of a test."""
     settings = PoolSettings(model=str(tiny_streaming_model), devices=("cpu",))
     async with WorkerPool(settings) as pool:
-        for seed, options in enumerate(OPTION_SETS):
-            audio = _speechlike(4.3, seed)
-            step = options.chunk_samples
-            chunks = [audio[i : i + step] for i in range(0, len(audio), step)]
-            expected = _direct_texts(model, chunks, options)
-            got: list[str] = []
-            with anyio.fail_after(60):
-                async with pool.open_stream(options) as stream:
-
-                    async def read(stream: Any = stream, got: list[str] = got) -> None:
-                        async for result in stream:
-                            got.append(result.text)
-
-                    async with anyio.create_task_group() as group:
-                        group.start_soon(read)
-                        for chunk in chunks[:-1]:
-                            await stream.send(chunk)
-                        await stream.finish(chunks[-1])
-            assert got == expected
-            assert "".join(expected), "the tiny model should emit tokens (predictor tuned)"
+        yield pool
 
 
-async def test_transcribe_joins_the_deltas(tiny_streaming_model: Path) -> None:
-    model = load_automodel(str(tiny_streaming_model), "cpu", threads=1)
+async def test_pool_texts_equal_direct_generate(model: Any, pool: WorkerPool) -> None:
+    for seed, options in enumerate(OPTION_SETS):
+        audio = _speechlike(4.3, seed)
+        step = options.chunk_samples
+        chunks = [audio[i : i + step] for i in range(0, len(audio), step)]
+        expected = _direct_texts(model, chunks, options)
+        got: list[str] = []
+        with anyio.fail_after(60):
+            async with pool.open_stream(options) as stream:
+
+                async def read(stream: Any = stream, got: list[str] = got) -> None:
+                    async for result in stream:
+                        got.append(result.text)
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read)
+                    for chunk in chunks[:-1]:
+                        await stream.send(chunk)
+                    await stream.finish(chunks[-1])
+        assert got == expected
+        assert "".join(expected), "the tiny model should emit tokens (predictor tuned)"
+
+
+async def test_transcribe_joins_the_deltas(model: Any, pool: WorkerPool) -> None:
     audio = _speechlike(2.0, 7)
     options = StreamOptions()
     chunks = [audio[i : i + options.chunk_samples] for i in range(0, len(audio), 9600)]
     expected = "".join(_direct_texts(model, chunks, options))
-    settings = PoolSettings(model=str(tiny_streaming_model), devices=("cpu",))
-    async with WorkerPool(settings) as pool:
-        with anyio.fail_after(60):
-            assert await pool.transcribe(audio, options) == expected
+    with anyio.fail_after(60):
+        assert await pool.transcribe(audio, options) == expected
