@@ -20,6 +20,16 @@ from workers.models.resolve import ensure_synthetic
 LIVE = Path(__file__).parent / "live"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's --dist loadfile hands out the files with the most tests first, which leaves
+    # the one-test live files (a bench run of over a minute among them) to the end of the
+    # run, where one process works through them while the other has nothing left to take.
+    # In collection order tests/live/ comes before the fast unit files of tests/shared/ and
+    # tests/workers/, which then fill that tail.
+    if getattr(config.option, "loadscopereorder", None) is True:
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LIVE in item.path.parents:
@@ -91,6 +101,12 @@ def tiny_sensevoice_model(model_cache: Path) -> Path:
     """The tiny random-weight SenseVoiceSmall: an offline model that takes a language and
     tags its results."""
     return ensure_synthetic(model_cache, "sensevoice", "tiny")
+
+
+@pytest.fixture(scope="session")
+def campplus_model(model_cache: Path) -> Path:
+    """The random-weight CAM++ speaker model (the real size, 6.8 M parameters)."""
+    return ensure_synthetic(model_cache, "campplus", "tiny")
 
 
 @pytest.fixture(scope="session")
