@@ -1,15 +1,53 @@
 """What the ONNX exports share (``workers.models.export`` for the streaming Paraformer,
-``workers.models.export_offline`` for the offline one): the opset, the atomic write of a
-small file, and the int8 recipe."""
+``workers.models.export_offline`` for the offline one): the opset, the trace of a graph to
+a file, the atomic write of a small file, and the int8 recipe."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 OPSET = 14
+
+
+def trace_to_onnx(
+    graph: Any,
+    dummy_inputs: Any,
+    path: Path,
+    input_names: list[str],
+    output_names: list[str],
+    dynamic_axes: dict[str, Any],
+) -> None:
+    """``path``: ``graph`` traced by torch's classic exporter at ``OPSET``, whole or not at
+    all (written beside it, then moved into place)."""
+    import torch
+
+    with (
+        torch.no_grad(),
+        tempfile.TemporaryDirectory(dir=path.parent) as scratch,
+        warnings.catch_warnings(),
+    ):
+        # The classic exporter on purpose (as the streaming export): its notice is known,
+        # and so is the tracer's on funasr's positional encodings, whose torch.tensor(10000)
+        # is a constant indeed. (torch ignores the tracer's only from its first import on.)
+        warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        partial = Path(scratch) / path.name
+        torch.onnx.export(
+            graph,
+            dummy_inputs,
+            str(partial),
+            dynamo=False,
+            do_constant_folding=True,
+            opset_version=OPSET,
+            input_names=input_names,
+            output_names=output_names,
+            dynamic_axes=dynamic_axes,
+        )
+        os.replace(partial, path)
 
 
 def quantize_matmuls(source: Path, target: Path, feeds: list[dict[str, Any]]) -> None:

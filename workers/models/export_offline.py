@@ -38,10 +38,7 @@ engine. A SenseVoiceSmall directory gets funasr's own SenseVoice graph in the sa
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +53,12 @@ from workers.engines.onnx_files import (
     up_to_date,
 )
 from workers.engines.paraformer_offline_onnx import EXPORTED_MODEL_CLASSES, serves
-from workers.models.export_common import OPSET, _write_atomically, load_for_export, quantize_matmuls
+from workers.models.export_common import (
+    _write_atomically,
+    load_for_export,
+    quantize_matmuls,
+    trace_to_onnx,
+)
 from workers.models.export_sensevoice import SENSEVOICE_FP32_ONLY, export_sensevoice_fp32
 from workers.models.resolve import OFFLINE_MODEL_CLASSES
 
@@ -105,34 +107,16 @@ def export_offline(model_dir: Path, int8: bool = False, threads: int = 2) -> Off
 
 
 def _export_fp32(model_dir: Path, path: Path, threads: int) -> None:
-    import torch
-
     model, kwargs = load_for_export(model_dir, threads)
     rebuilt = model.export(type="onnx", **kwargs)  # funasr's export modules, in place
-    graph = _masked_graph(rebuilt).eval()
-    with (
-        torch.no_grad(),
-        tempfile.TemporaryDirectory(dir=path.parent) as scratch,
-        warnings.catch_warnings(),
-    ):
-        # The classic exporter on purpose (as the streaming export): its notice is known,
-        # and so is the tracer's on funasr's positional encoding, whose torch.tensor(10000)
-        # is a constant indeed.
-        warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        partial = Path(scratch) / path.name
-        torch.onnx.export(
-            graph,
-            rebuilt.export_dummy_inputs(),
-            str(partial),
-            dynamo=False,
-            do_constant_folding=True,
-            opset_version=OPSET,
-            input_names=rebuilt.export_input_names(),
-            output_names=rebuilt.export_output_names(),
-            dynamic_axes=rebuilt.export_dynamic_axes(),
-        )
-        os.replace(partial, path)
+    trace_to_onnx(
+        _masked_graph(rebuilt).eval(),
+        rebuilt.export_dummy_inputs(),
+        path,
+        rebuilt.export_input_names(),
+        rebuilt.export_output_names(),
+        rebuilt.export_dynamic_axes(),
+    )
 
 
 def _masked_graph(rebuilt: Any) -> Any:

@@ -40,7 +40,6 @@ import shutil
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,8 @@ from workers.engines.onnx_files import (
     punc_up_to_date,
     source_fingerprint,
 )
-from workers.models.export import OPSET, _write_atomically
+from workers.models.export import _write_atomically
+from workers.models.export_common import trace_to_onnx
 
 DEFAULT_SPLIT_SIZE = 20  # funasr's CTTransformer.inference: kwargs.get("split_size", 20)
 
@@ -104,29 +104,14 @@ def _export(model_dir: Path, files: PuncOnnxFiles, threads: int) -> None:
         torch.randint(0, graph.embed.num_embeddings, (2, length), generator=generator).int(),
         torch.tensor([length - 20, length], dtype=torch.int32),
     )
-    with (
-        torch.no_grad(),
-        tempfile.TemporaryDirectory(dir=files.directory) as scratch,
-        warnings.catch_warnings(),
-    ):
-        # The classic exporter on purpose (as workers.models.export): its notice is known.
-        warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
-        # funasr's position encoding makes torch.tensor([10000]) while traced: a constant,
-        # rightly traced as one. (torch ignores these only from its first import on.)
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        partial = Path(scratch) / files.model.name
-        torch.onnx.export(
-            graph,
-            dummy,
-            str(partial),
-            dynamo=False,
-            do_constant_folding=True,
-            opset_version=OPSET,
-            input_names=graph.export_input_names(),
-            output_names=graph.export_output_names(),
-            dynamic_axes=graph.export_dynamic_axes(),
-        )
-        os.replace(partial, files.model)
+    trace_to_onnx(
+        graph,
+        dummy,
+        files.model,
+        graph.export_input_names(),
+        graph.export_output_names(),
+        graph.export_dynamic_axes(),
+    )
     if jieba_dict is not None:
         with tempfile.NamedTemporaryFile(dir=files.directory, delete=False) as handle:
             shutil.copyfile(jieba_dict, handle.name)

@@ -11,12 +11,9 @@ Paraformer exports are. Its greedy tokens equal PyTorch's on every frame (BENCHM
 
 from __future__ import annotations
 
-import os
-import tempfile
-import warnings
 from pathlib import Path
 
-from workers.models.export_common import OPSET, load_for_export
+from workers.models.export_common import load_for_export, trace_to_onnx
 
 SENSEVOICE_FP32_ONLY = (
     "SenseVoiceSmall's graph is exported in fp32 only: onnxruntime's static quantization"
@@ -26,27 +23,13 @@ SENSEVOICE_FP32_ONLY = (
 
 
 def export_sensevoice_fp32(model_dir: Path, path: Path, threads: int) -> None:
-    import torch
-
     model, _ = load_for_export(model_dir, threads)
     rebuilt = model.export(type="onnx", max_seq_len=512)  # funasr's export_meta, in place
-    with (
-        torch.no_grad(),
-        tempfile.TemporaryDirectory(dir=path.parent) as scratch,
-        warnings.catch_warnings(),
-    ):
-        warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        partial = Path(scratch) / path.name
-        torch.onnx.export(
-            rebuilt,
-            rebuilt.export_dummy_inputs(),
-            str(partial),
-            dynamo=False,
-            do_constant_folding=True,
-            opset_version=OPSET,
-            input_names=rebuilt.export_input_names(),
-            output_names=rebuilt.export_output_names(),
-            dynamic_axes=rebuilt.export_dynamic_axes(),
-        )
-        os.replace(partial, path)
+    trace_to_onnx(
+        rebuilt,
+        rebuilt.export_dummy_inputs(),
+        path,
+        rebuilt.export_input_names(),
+        rebuilt.export_output_names(),
+        rebuilt.export_dynamic_axes(),
+    )
