@@ -25,7 +25,7 @@ from workers.pool import WorkerPool
 logger = logging.getLogger(__name__)
 
 # Each pool's workers' ``worker`` label: ``N``, ``offline-N``, ``vad-N``.
-WORKER_PREFIX = {"streaming": "", "offline": "offline", "vad": "vad"}
+WORKER_PREFIX = {"streaming": "", "offline": "offline", "vad": "vad", "speaker": "speaker"}
 
 
 class ModelLoadError(Exception):
@@ -66,6 +66,7 @@ async def served_models(
                 pools[choice.streaming],
                 None if choice.offline is None else pools[choice.offline],
                 None if choice.vad is None else pools[choice.vad],
+                None if choice.speaker is None else pools[choice.speaker],
                 ModelPlaces(choice.name, choice.max_sessions),
             )
             for choice in table.choices

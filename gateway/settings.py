@@ -21,7 +21,7 @@ from gateway.models.models_file import read_models_file
 from gateway.models.table import ModelTable, single_model
 from shared import settings_table as table
 from shared.messages import SAMPLE_RATE
-from shared.settings import PoolSettings
+from shared.settings import PoolSettings, speaker_pool_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +98,8 @@ class GatewaySettings:
     # A pool with FunASR's FSMN-VAD (ASR_VAD_MODEL): 2pass sentence ends. None: the
     # energy endpointer (``endpoint``) finds them.
     vad_pool: PoolSettings | None = None
+    # A pool with CAM++ (ASR_SPEAKER_MODEL): speaker labels for the requests that ask.
+    speaker_pool: PoolSettings | None = None
     # Several models (ASR_MODELS): each with its own pools. None: the one model above.
     models: ModelTable | None = None
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
@@ -183,7 +185,7 @@ class GatewaySettings:
         """The models served: the file's, else the one of ``pool`` and its companions."""
         if self.models is not None:
             return self.models
-        return single_model(self.pool, self.offline_pool, self.vad_pool)
+        return single_model(self.pool, self.offline_pool, self.vad_pool, self.speaker_pool)
 
     @property
     def admission_queue_size(self) -> int:
@@ -213,11 +215,13 @@ class GatewaySettings:
         if models is None:
             pool = PoolSettings.from_env(env)
             offline_pool, vad_pool = _offline_pool(env, pool), _vad_pool(env, pool)
+            speaker_pool = _speaker_pool(env, pool, vad_pool)
         else:  # the default model's, for what is not chosen per model
             default = models.default_choice
             pool = default.streaming.settings
             offline_pool = None if default.offline is None else default.offline.settings
             vad_pool = None if default.vad is None else default.vad.settings
+            speaker_pool = None if default.speaker is None else default.speaker.settings
         max_buffered_s = table.MAX_BUFFERED_SECONDS.read(env)
         return cls(
             pool=pool,
@@ -225,6 +229,7 @@ class GatewaySettings:
             transcribe=TranscribeSettings.from_env(env),
             offline_pool=offline_pool,
             vad_pool=vad_pool,
+            speaker_pool=speaker_pool,
             models=models,
             endpoint=EndpointSettings(
                 silence_ms=_milliseconds(table.ENDPOINT_SILENCE_MS.read(env)),
@@ -323,6 +328,21 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
         workers_per_device=1,
         batch_wait_s=0.0,
     )
+
+
+def _speaker_pool(
+    env: Mapping[str, str], pool: PoolSettings, vad_pool: PoolSettings | None
+) -> PoolSettings | None:
+    """The speaker pool: ``ASR_SPEAKER_MODEL`` on ``ASR_SPEAKER_DEVICES`` (default: one CPU
+    worker), under PyTorch whatever ``ASR_ENGINE`` says (CAM++ has no other runtime here)."""
+    model = table.SPEAKER_MODEL.read(env)
+    if model is None:
+        return None
+    if vad_pool is None:
+        raise ValueError(
+            "ASR_SPEAKER_MODEL embeds the speech regions an FSMN-VAD finds: set ASR_VAD_MODEL"
+        )
+    return speaker_pool_settings(pool, model, table.SPEAKER_DEVICES.read(env))
 
 
 def _milliseconds(seconds: float) -> int:

@@ -25,6 +25,7 @@ class EngineName(enum.StrEnum):
     FSMN_VAD_ONNX = "fsmn-vad-onnx"  # the same VAD, all streams' frames in one call
     SENSEVOICE = "sensevoice"  # SenseVoiceSmall: whole utterances, tagged, under PyTorch
     SENSEVOICE_ONNX = "sensevoice-onnx"  # the same under ONNX Runtime
+    CAMPPLUS = "campplus"  # CAM++ speaker embeddings, clustered into who spoke when
 
 
 @dataclass(frozen=True, slots=True)

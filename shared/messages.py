@@ -20,6 +20,9 @@ MAX_HOTWORD_CHARS = 32
 MAX_HOTWORDS_BYTES = 16 * 1024  # UTF-8, separators included: the OPEN command's payload
 # The languages SenseVoiceSmall takes (its lid_dict), "auto" first: it then says which it heard.
 SPOKEN_LANGUAGES = ("auto", "zh", "en", "yue", "ja", "ko", "nospeech")
+# A speaker stream's speech regions (``StreamOptions.speech_regions``): its OPEN command
+# carries them, 8 bytes each; an hour of speech has a few thousand.
+MAX_SPEECH_REGIONS = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,12 @@ class StreamOptions:
     # and whether its own ITN and punctuation are on (FunASR's ``svs_lang``, ``svs_itn``).
     language: str = "auto"
     model_itn: bool = True
+    # A speaker model's stream (CAM++): where the stream's audio has speech, [start, end]
+    # in ms from its start, in order (the VAD's regions, as funasr embeds each one).
+    speech_regions: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
+        _check_regions(self.speech_regions)
         if self.language not in SPOKEN_LANGUAGES:
             raise ValueError(f"language must be one of {', '.join(SPOKEN_LANGUAGES)}")
         if len(self.chunk_size) != 3 or any(
@@ -78,6 +85,30 @@ class StreamOptions:
         return self.chunk_size[1] * SAMPLES_PER_CHUNK_UNIT
 
 
+def _check_regions(regions: tuple[tuple[int, int], ...]) -> None:
+    if not isinstance(regions, tuple) or len(regions) > MAX_SPEECH_REGIONS:
+        raise ValueError(f"speech regions are a tuple of at most {MAX_SPEECH_REGIONS}")
+    previous_end = 0
+    for region in regions:
+        start, end = region
+        if not (isinstance(start, int) and isinstance(end, int)):
+            raise ValueError("a speech region is two integers (ms)")
+        if not previous_end <= start < end <= 0xFFFFFFFF:
+            raise ValueError(f"speech regions are in order and do not overlap: {region}")
+        previous_end = end
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerTurn:
+    """Who spoke when: ``speaker`` (0, 1, ... in order of first appearance) from ``start``
+    to ``end``, in ms from the start of the stream's audio (funasr's diarization output,
+    ``postprocess``'s ``[start, end, speaker]``)."""
+
+    start: int
+    end: int
+    speaker: int
+
+
 @dataclass(frozen=True, slots=True)
 class StreamResult:
     """One result of a stream: one per audio piece sent, and a final one at the end.
@@ -107,6 +138,8 @@ class StreamResult:
     sentences: tuple[SentenceStamp, ...] = ()
     # A model that tags what it heard (SenseVoiceSmall): its tags, never left in ``text``.
     tags: SpeechTags | None = None
+    # A speaker model's final result (CAM++): the stream's speaker turns, in order.
+    speakers: tuple[SpeakerTurn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

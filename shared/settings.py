@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from shared import settings_table as table
@@ -25,9 +25,10 @@ __all__ = [
     "PoolSettings",
     "Precision",
     "Transport",
+    "speaker_pool_settings",
 ]
 
-PoolKind = Literal["streaming", "offline", "vad"]
+PoolKind = Literal["streaming", "offline", "vad", "speaker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,8 @@ class PoolSettings:
     """How many workers, on which devices, loading what, talking over which transport."""
 
     model: str = table.MODEL.default
-    kind: PoolKind = "streaming"  # ASR_OFFLINE_MODEL's pool is "offline", ASR_VAD_MODEL's "vad"
+    # ASR_OFFLINE_MODEL's pool is "offline", ASR_VAD_MODEL's "vad", ASR_SPEAKER_MODEL's "speaker".
+    kind: PoolKind = "streaming"
     # Offline pools: a CT-Transformer (ASR_PUNC_MODEL) that punctuates every result.
     punc_model: str | None = None
     devices: tuple[str, ...] = table.DEVICES.default
@@ -135,3 +137,19 @@ class PoolSettings:
             chunk_deadline_s=table.CHUNK_DEADLINE_MS.read(env),
             model_cache_dir=table.MODEL_CACHE.read(env),
         )
+
+
+def speaker_pool_settings(pool: PoolSettings, model: str, devices: tuple[str, ...]) -> PoolSettings:
+    """A speaker pool (CAM++) beside ``pool``: one worker per device, whose file is one
+    stream decoded at its end, so a step is never held open for more."""
+    return replace(
+        pool,
+        model=model,
+        kind="speaker",
+        punc_model=None,
+        engine="paraformer",  # the runtime: CAM++ runs under PyTorch only
+        devices=devices,
+        workers_per_device=1,
+        batch_wait_s=0.0,
+        chunk_deadline_s=60.0,
+    )

@@ -466,6 +466,17 @@ PUNC_MODEL = Setting(
     None,
     "a CT-Transformer that punctuates the offline model's results (needs `ASR_OFFLINE_MODEL`)",
 )
+SPEAKER_MODEL = Setting(
+    "ASR_SPEAKER_MODEL",
+    OrNone(MODEL_NAME),
+    None,
+    "a CAM++ speaker model (`cam++`, a directory, or `synthetic-campplus:tiny`) that labels the"
+    " speakers of files and offline utterances that ask (`speakers`); a pool of its own, and"
+    " needs `ASR_VAD_MODEL`, whose speech regions it embeds",
+)
+SPEAKER_DEVICES = Setting(
+    "ASR_SPEAKER_DEVICES", DEVICES_LIST, ("cpu",), "devices of the speaker pool, one worker each"
+)
 
 # 2pass sentences (gateway.audio.endpointer.EndpointSettings).
 SENTENCE_PREROLL_MS = Setting(
@@ -600,6 +611,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     VAD_DEVICES,
     VAD_ENGINE,
     PUNC_MODEL,
+    SPEAKER_MODEL,
+    SPEAKER_DEVICES,
     SENTENCE_PREROLL_MS,
     ENDPOINT_SILENCE_MS,
     ENDPOINT_MIN_SPEECH_MS,

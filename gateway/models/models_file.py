@@ -10,6 +10,7 @@
     offline = "zh-offline"   # companions name other entries
     vad = "vad"
     punc = "punc"
+    speaker = "cam"          # CAM++: speaker labels (needs vad)
 
     [models.zh-offline]
     model = "paraformer-zh"
@@ -18,9 +19,9 @@
 An entry's keys are the per-model settings' names (``shared.settings_table.PER_MODEL``) in
 lower case without ``ASR_``, read by the same parsers as the variables; what an entry does
 not set comes from the environment, as for the one model without a file. An entry is a
-served model unless another names it as its ``offline``, ``vad`` or ``punc``: then it is that
-companion. A punctuation model runs inside its offline model's workers, so it is no pool of
-its own. Every fault is one line naming the entry and the field.
+served model unless another names it as its ``offline``, ``vad``, ``punc`` or ``speaker``:
+then it is that companion. A punctuation model runs inside its offline model's workers, so
+it is no pool of its own. Every fault is one line naming the entry and the field.
 """
 
 from __future__ import annotations
@@ -33,13 +34,19 @@ from typing import Literal
 from gateway.models.devices import cuda_device_count, missing_device
 from gateway.models.table import NAME_PATTERN, ModelChoice, ModelTable, PoolEntry
 from shared import settings_table as table
-from shared.settings import PoolSettings
+from shared.settings import PoolSettings, speaker_pool_settings
 
-Role = Literal["streaming", "offline", "vad", "punc"]
-COMPANIONS: tuple[Role, ...] = ("offline", "vad", "punc")
+Role = Literal["streaming", "offline", "vad", "punc", "speaker"]
+COMPANIONS: tuple[Role, ...] = ("offline", "vad", "punc", "speaker")
 KEYS = {setting.name[4:].lower(): setting for setting in table.PER_MODEL}
 # Set by the file's entries, never by the environment beside it.
-REPLACED = (table.MODEL, table.OFFLINE_MODEL, table.VAD_MODEL, table.PUNC_MODEL)
+REPLACED = (
+    table.MODEL,
+    table.OFFLINE_MODEL,
+    table.VAD_MODEL,
+    table.PUNC_MODEL,
+    table.SPEAKER_MODEL,
+)
 
 
 class ModelsFileError(ValueError):
@@ -98,6 +105,7 @@ def models_table(
             _companion(entries[name], "offline", pools),
             _companion(entries[name], "vad", pools),
             _max_sessions(name, entries[name]),
+            _companion(entries[name], "speaker", pools),
         )
         for name in sorted(entries, key=lambda name: name != default)
         if roles[name] == "streaming"
@@ -147,6 +155,11 @@ def _roles(entries: Mapping[str, dict[str, object]]) -> dict[str, Role]:
                 " workers and takes only `model`"
             )
     for name, entry in entries.items():
+        if "speaker" in entry and "vad" not in entry:
+            raise ModelsFileError(
+                f"[models.{name}] speaker: a speaker model embeds the speech regions its"
+                " model's VAD finds; set vad too"
+            )
         if "punc" in entry and "offline" not in entry:
             raise ModelsFileError(
                 f"[models.{name}] punc: punctuation is of the offline model's results; set"
@@ -224,6 +237,9 @@ def _pool(
             workers_per_device=pool.workers_per_device if "workers_per_device" in given else 1,
             batch_wait_s=pool.batch_wait_s if "batch_wait_ms" in given else 0.0,
         )
+    elif role == "speaker":
+        devices = pool.devices if "devices" in given else table.SPEAKER_DEVICES.read(env)
+        pool = speaker_pool_settings(pool, pool.model, devices)
     missing = missing_device(pool.devices, cuda_devices)
     if missing is not None:
         raise ModelsFileError(

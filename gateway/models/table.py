@@ -1,10 +1,12 @@
 """What the gateway serves: the models a session may choose, and the pools behind them.
 
 A served model is a streaming pool with at most one offline companion (the `offline` mode,
-2pass sentences and whole files) and one VAD companion (2pass sentence ends). Companions are
+2pass sentences and whole files), one VAD companion (2pass sentence ends, and the speech a
+speaker model embeds) and one speaker companion (CAM++: who spoke when). Companions are
 pools of their own, and two models may name the same one: it is then one pool. Pure data:
 ``gateway.models.models_file`` reads a table from ``ASR_MODELS``, ``single_model`` makes the
-one-model table of ``ASR_MODEL``, ``ASR_OFFLINE_MODEL`` and ``ASR_VAD_MODEL``.
+one-model table of ``ASR_MODEL``, ``ASR_OFFLINE_MODEL``, ``ASR_VAD_MODEL`` and
+``ASR_SPEAKER_MODEL``.
 """
 
 from __future__ import annotations
@@ -51,10 +53,12 @@ class ModelChoice:
     offline: PoolEntry | None = None
     vad: PoolEntry | None = None
     max_sessions: int | None = None
+    speaker: PoolEntry | None = None
 
     @property
     def pools(self) -> tuple[PoolEntry, ...]:
-        return tuple(p for p in (self.streaming, self.offline, self.vad) if p is not None)
+        pools = (self.streaming, self.offline, self.vad, self.speaker)
+        return tuple(p for p in pools if p is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,7 @@ def single_model(
     pool: PoolSettings,
     offline: PoolSettings | None,
     vad: PoolSettings | None,
+    speaker: PoolSettings | None = None,
 ) -> ModelTable:
     """The one model that ``ASR_MODEL`` and its companions make, named by its model
     (``paraformer-zh-streaming``, ``synthetic:tiny``, a directory's last part)."""
@@ -109,5 +114,6 @@ def single_model(
         PoolEntry(name, pool),
         None if offline is None else PoolEntry(model_id(offline.model), offline),
         None if vad is None else PoolEntry(model_id(vad.model), vad),
+        speaker=None if speaker is None else PoolEntry(model_id(speaker.model), speaker),
     )
     return ModelTable(name, (choice,))

@@ -28,6 +28,7 @@ async def healthz(serving: Serving | None, not_serving: str | None = None) -> Re
             ("streaming", model.pool),
             ("offline", model.offline_pool),
             ("vad", model.vad_pool),
+            ("speaker", model.speaker_pool),
         ):
             reason = pool.health if pool is not None else None
             if reason is not None:
@@ -81,9 +82,15 @@ def _model_json(model: ServedModel, default: bool) -> dict[str, object]:
 
 
 def _workers_json(model: ServedModel) -> dict[str, object]:
-    """``workers``, and ``offline_workers`` and ``vad_workers`` where it has them."""
+    """``workers``, and ``offline_workers``, ``vad_workers`` and ``speaker_workers`` where it
+    has them."""
     body: dict[str, object] = {"workers": [_worker_json(w) for w in model.pool.status()]}
-    for name, companion in (("offline", model.offline_pool), ("vad", model.vad_pool)):
+    companions = (
+        ("offline", model.offline_pool),
+        ("vad", model.vad_pool),
+        ("speaker", model.speaker_pool),
+    )
+    for name, companion in companions:
         if companion is not None:
             body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
     return body

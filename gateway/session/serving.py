@@ -28,6 +28,7 @@ class ServedModel:
     pool: WorkerPool  # the streaming model's
     offline_pool: WorkerPool | None  # its offline companion, else None: `pool` decodes all
     vad_pool: WorkerPool | None  # its FSMN-VAD, else None: the energy endpointer
+    speaker_pool: WorkerPool | None  # its CAM++, which labels speakers; None: no labels
     places: ModelPlaces
 
     @property
@@ -37,7 +38,8 @@ class ServedModel:
 
     @property
     def pools(self) -> list[WorkerPool]:
-        return [pool for pool in (self.pool, self.offline_pool, self.vad_pool) if pool is not None]
+        pools = (self.pool, self.offline_pool, self.vad_pool, self.speaker_pool)
+        return [pool for pool in pools if pool is not None]
 
     @property
     def ready(self) -> bool:

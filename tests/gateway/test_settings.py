@@ -92,7 +92,12 @@ def test_unset_settings_are_the_dataclasses_defaults() -> None:
 
 
 # With these, the settings of the offline and VAD pools and ASR_PROTECT_STATUS take effect.
-BASE = {"ASR_OFFLINE_MODEL": "offline", "ASR_VAD_MODEL": "vad", "ASR_API_KEYS": "key"}
+BASE = {
+    "ASR_OFFLINE_MODEL": "offline",
+    "ASR_VAD_MODEL": "vad",
+    "ASR_SPEAKER_MODEL": "speaker",
+    "ASR_API_KEYS": "key",
+}
 
 
 def _offline(settings: GatewaySettings) -> PoolSettings:
@@ -103,6 +108,11 @@ def _offline(settings: GatewaySettings) -> PoolSettings:
 def _vad(settings: GatewaySettings) -> PoolSettings:
     assert settings.vad_pool is not None
     return settings.vad_pool
+
+
+def _speaker(settings: GatewaySettings) -> PoolSettings:
+    assert settings.speaker_pool is not None
+    return settings.speaker_pool
 
 
 Read = Callable[[GatewaySettings], object]
@@ -192,6 +202,8 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_VAD_DEVICES": ("cuda:0", lambda s: _vad(s).devices, ("cuda:0",)),
     "ASR_VAD_ENGINE": ("paraformer-onnx", lambda s: _vad(s).engine, "paraformer-onnx"),
     "ASR_PUNC_MODEL": ("ct-punc", lambda s: _offline(s).punc_model, "ct-punc"),
+    "ASR_SPEAKER_MODEL": ("cam++", lambda s: _speaker(s).model, "cam++"),
+    "ASR_SPEAKER_DEVICES": ("cuda:0", lambda s: _speaker(s).devices, ("cuda:0",)),
     "ASR_SENTENCE_PREROLL_MS": ("0", lambda s: s.endpoint.preroll_ms, 0),
     "ASR_ENDPOINT_SILENCE_MS": ("500", lambda s: s.endpoint.silence_ms, 500),
     "ASR_ENDPOINT_MIN_SPEECH_MS": ("120", lambda s: s.endpoint.min_speech_ms, 120),
@@ -248,3 +260,24 @@ def test_booleans_take_eight_spellings(name: str, raw: str) -> None:
     _, read, _ = EXAMPLES[name]
     on = raw.lower() in ("1", "true", "yes", "on")
     assert read(GatewaySettings.from_env({**BASE, name: raw})) is on
+
+
+def test_a_speaker_model_needs_a_vad_and_runs_one_pytorch_worker_per_device() -> None:
+    with pytest.raises(ValueError, match="ASR_SPEAKER_MODEL embeds the speech regions"):
+        GatewaySettings.from_env({"ASR_SPEAKER_MODEL": "cam++"})
+    env = {
+        "ASR_VAD_MODEL": "fsmn-vad",
+        "ASR_SPEAKER_MODEL": "cam++",
+        "ASR_ENGINE": "paraformer-onnx",
+        "ASR_WORKERS_PER_DEVICE": "3",
+    }
+    speaker = _speaker(GatewaySettings.from_env(env))
+    assert (speaker.kind, speaker.engine, speaker.workers_per_device) == (
+        "speaker",
+        "paraformer",
+        1,
+    )
+    assert speaker.devices == ("cpu",)
+    choice = GatewaySettings.from_env(env).model_table.default_choice
+    assert choice.speaker is not None
+    assert choice.speaker.settings == speaker

@@ -57,6 +57,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
 
             return SenseVoiceOnnxEngine.load(spec)
+        case EngineName.CAMPPLUS:
+            from workers.engines.campplus import CamppEngine
+
+            return CamppEngine.load(spec)
     known = ", ".join(EngineName)
     raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import SentenceStamp, SpeechTags, StreamOptions
+from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamOptions
 
 Timestamps = tuple[tuple[int, int], ...]  # see StreamResult.timestamps
 Segments = tuple[tuple[int, int], ...]  # see StreamResult.segments
@@ -44,6 +44,7 @@ class ChunkOutput:
     segments: Segments = ()
     sentences: tuple[SentenceStamp, ...] = ()  # see StreamResult.sentences
     tags: SpeechTags | None = None  # see StreamResult.tags
+    speakers: tuple[SpeakerTurn, ...] = ()  # see StreamResult.speakers
 
 
 class Engine(Protocol):

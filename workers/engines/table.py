@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from shared.messages import SentenceStamp, SpeechTags
+from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags
 from workers.engines.base import ChunkItem, ChunkOutput, Segments, Timestamps
 
 StateT = TypeVar("StateT")
@@ -34,6 +34,7 @@ class Answer:
     segments: Segments = ()
     sentences: tuple[SentenceStamp, ...] = ()
     tags: SpeechTags | None = None
+    speakers: tuple[SpeakerTurn, ...] = ()
 
 
 NOTHING = Answer()
@@ -123,6 +124,7 @@ class Step(Generic[StateT]):
             segments=answer.segments,
             sentences=answer.sentences,
             tags=answer.tags,
+            speakers=answer.speakers,
         )
         if item.final:
             self._entries.pop(item.stream_id, None)

@@ -2,7 +2,8 @@
 
 Audio never crosses the pipe: the parent writes it into a slot of the worker's shared-memory
 slab and sends only a fixed 40-byte header. OPEN alone has more: the stream's hotwords, as
-UTF-8 after its header in the same message, their byte count in the header's ``length``.
+UTF-8 after its header in the same message, then its speech regions (two little-endian
+uint32 each); ``length`` counts both, the header's last field the regions.
 Pure data, no I/O: both sides import it.
 """
 
@@ -29,8 +30,9 @@ NO_SLOT = -1
 
 # kind, flags, OPEN's language (its index in SPOKEN_LANGUAGES), (pad), stream_id, seq, slot,
 # length in bytes, sent_ns (CLOCK_MONOTONIC, which all processes on the machine share),
-# chunk_size[0..2], encoder and decoder look-back.
-_HEADER = struct.Struct("<BBBxIIiIQ5H2x")
+# chunk_size[0..2], encoder and decoder look-back, OPEN's speech region count.
+_HEADER = struct.Struct("<BBBxIIiIQ5HH")
+_REGION = struct.Struct("<II")
 HEADER_SIZE = _HEADER.size
 # OPEN's payload: the hotwords joined by one space (whitespace, which no word contains), the
 # way StreamOptions counts them against MAX_HOTWORDS_BYTES.
@@ -61,8 +63,11 @@ class CommandHeader:
         length = self.length
         flags = self.flags
         language = 0
+        regions = 0
         if self.kind is CommandKind.OPEN:
             payload = _HOTWORD_SEPARATOR.join(options.hotwords).encode("utf-8")
+            regions = len(options.speech_regions)
+            payload += b"".join(_REGION.pack(*region) for region in options.speech_regions)
             length = len(payload)
             flags |= FLAG_ITN if options.itn else 0
             flags |= FLAG_MODEL_ITN if options.model_itn else 0
@@ -81,6 +86,7 @@ class CommandHeader:
             c,
             options.encoder_chunk_look_back,
             options.decoder_chunk_look_back,
+            regions,
         )
         return header + payload
 
@@ -90,7 +96,22 @@ class CommandHeader:
         if len(data) < HEADER_SIZE:
             raise ValueError(f"a command is at least {HEADER_SIZE} bytes, got {len(data)}")
         fields = _HEADER.unpack(data[:HEADER_SIZE])
-        kind, flags, language, stream_id, seq, slot, length, sent_ns, a, b, c, enc, dec = fields
+        (
+            kind,
+            flags,
+            language,
+            stream_id,
+            seq,
+            slot,
+            length,
+            sent_ns,
+            a,
+            b,
+            c,
+            enc,
+            dec,
+            regions,
+        ) = fields
         command_kind = CommandKind(kind)
         payload = data[HEADER_SIZE:]
         if len(payload) != (length if command_kind is CommandKind.OPEN else 0):
@@ -100,11 +121,15 @@ class CommandHeader:
             )
         options = None
         if command_kind is CommandKind.OPEN:
+            regions_at = length - regions * _REGION.size
+            if regions_at < 0:
+                raise ValueError(f"OPEN command: {regions} speech regions in {length} bytes")
             options = StreamOptions(
                 chunk_size=(a, b, c),
                 encoder_chunk_look_back=enc,
                 decoder_chunk_look_back=dec,
-                hotwords=_decode_hotwords(payload),
+                hotwords=_decode_hotwords(payload[:regions_at]),
+                speech_regions=tuple(_REGION.iter_unpack(payload[regions_at:])),
                 itn=bool(flags & FLAG_ITN),
                 language=_language(language),
                 model_itn=bool(flags & FLAG_MODEL_ITN),

@@ -33,7 +33,8 @@ OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer", "Se
 CLASS_ENGINES = {"SenseVoiceSmall": EngineName.SENSEVOICE}
 VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
 PUNC_MODEL_CLASSES = ("CTTransformer",)
-ModelKind = Literal["streaming", "offline", "vad", "punc"]
+SPEAKER_MODEL_CLASSES = ("CAMPPlus",)
+ModelKind = Literal["streaming", "offline", "vad", "punc", "speaker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,9 @@ KINDS: dict[ModelKind, _Kind] = {
         EngineName.PARAFORMER_OFFLINE,
         "a CT-Transformer punctuation model",
     ),
+    "speaker": _Kind(
+        "ASR_SPEAKER_MODEL", SPEAKER_MODEL_CLASSES, EngineName.CAMPPLUS, "a CAM++ speaker model"
+    ),
 }
 
 # funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
@@ -82,6 +86,7 @@ HUB_ALIASES = {
     "ct-punc-c": "iic/punc_ct-transformer_zh-cn-common-vocab272727-pytorch",
     "sensevoice": "iic/SenseVoiceSmall",
     "SenseVoiceSmall": "iic/SenseVoiceSmall",
+    "cam++": "iic/speech_campplus_sv_zh-cn_16k-common",
 }
 
 
@@ -104,7 +109,7 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
         return ResolvedModel(EngineName.CHECKSUM, None, "checksum (model-free)")
     synthetic = _SYNTHETIC.fullmatch(model)
     if synthetic is not None:
-        build = synthetic["build"] or kind
+        build = synthetic["build"] or DEFAULT_BUILDS.get(kind, kind)
         size = synthetic["size"]
         if build not in SYNTHETIC_BUILDS or size not in ("tiny", "large"):
             seaco = (
@@ -129,7 +134,8 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
 
 
 # What workers.models.synthetic builds; "synthetic:SIZE" builds the kind asked for.
-SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc", "sensevoice")
+SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc", "sensevoice", "campplus")
+DEFAULT_BUILDS: dict[str, str] = {"speaker": "campplus"}  # where a kind's build is named apart
 _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 

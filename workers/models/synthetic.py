@@ -8,7 +8,8 @@ directory is what ``funasr.AutoModel(model=DIR)`` loads from a hub download: ``c
 
 Usage::
 
-    python -m workers.models.synthetic OUT_DIR --kind streaming|offline|seaco|vad|punc|sensevoice \
+    python -m workers.models.synthetic OUT_DIR \
+        --kind streaming|offline|seaco|vad|punc|sensevoice|campplus \
         --size tiny|large
 """
 
@@ -183,6 +184,10 @@ def build_model_dir(
         from workers.models.synthetic_sensevoice import build_sensevoice_dir
 
         return build_sensevoice_dir(out_dir, size, seed)
+    if kind == "campplus":
+        from workers.models.synthetic_campplus import build_campplus_dir
+
+        return build_campplus_dir(out_dir, seed)  # one size, as the real model
     if kind in ("vad", "punc"):
         from workers.models.synthetic_companions import build_punc_dir, build_vad_dir
 
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument(
         "--kind",
-        choices=["streaming", "offline", "seaco", "vad", "punc", "sensevoice"],
+        choices=["streaming", "offline", "seaco", "vad", "punc", "sensevoice", "campplus"],
         default="streaming",
     )
     parser.add_argument("--size", choices=["tiny", "large"], default="tiny")

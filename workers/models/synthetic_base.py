@@ -11,7 +11,8 @@ from typing import Any, Literal
 # "vad" and "punc" are FunASR's 2pass companions (FSMN-VAD, CT-Transformer):
 # workers.models.synthetic_companions builds them.
 # "sensevoice" is SenseVoiceSmall, an offline model (workers.models.synthetic_sensevoice).
-ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc", "sensevoice"]
+# "campplus" is CAM++, the speaker-embedding model (workers.models.synthetic_campplus).
+ModelKind = Literal["streaming", "offline", "seaco", "vad", "punc", "sensevoice", "campplus"]
 ModelSize = Literal["tiny", "large"]
 
 # Paraformer's token conventions: <blank>=0, <s>=1, </s>=2, <unk> last.

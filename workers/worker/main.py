@@ -207,6 +207,7 @@ def _run_batch(
                 segments=output.segments,
                 sentences=output.sentences,
                 tags=output.tags,
+                speakers=output.speakers,
             )
         )
     batch.clear()

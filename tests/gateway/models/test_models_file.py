@@ -70,6 +70,12 @@ def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
             "[models.zh] offline = 'nope': not an entry",
         ),
         (
+            'default = "zh"\n[models.zh]\nmodel = "checksum"\nspeaker = "s"\n'
+            '[models.s]\nmodel = "cam++"',
+            "[models.zh] speaker: a speaker model embeds the speech regions its model's VAD"
+            " finds; set vad too",
+        ),
+        (
             'default = "zh"\n[models.zh]\nmodel = "checksum"\nmax_batch = 0',
             "[models.zh] max_batch must be an integer ≥ 1, not '0'",
         ),
@@ -258,3 +264,25 @@ def test_the_readmes_example_is_a_valid_file() -> None:
     table = models_table(tomllib.loads(example), {}, 2)
     assert [choice.name for choice in table.choices] == ["zh", "en"]
     assert [p.name for p in table.pool_entries] == ["zh", "zh-offline", "vad", "en"]
+
+
+def test_a_speaker_entry_is_a_companion_pool_of_one_worker_per_device() -> None:
+    table = table_of(
+        'default = "zh"\n'
+        "[models.zh]\n"
+        'model = "checksum"\n'
+        'vad = "v"\n'
+        'speaker = "s"\n'
+        "[models.v]\n"
+        'model = "fsmn-vad"\n'
+        "[models.s]\n"
+        'model = "cam++"\n'
+        'devices = ["cuda:1"]\n'
+        "workers_per_device = 4\n"
+    )
+    choice = table.default_choice  # type: ignore[attr-defined]
+    assert choice.speaker.name == "s"
+    speaker = choice.speaker.settings
+    assert (speaker.kind, speaker.model, speaker.devices) == ("speaker", "cam++", ("cuda:1",))
+    assert speaker.worker_devices == ("cuda:1",)
+    assert [p.name for p in table.pool_entries] == ["zh", "v", "s"]  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ from shared.messages import (
     MAX_HOTWORD_CHARS,
     MAX_HOTWORDS,
     MAX_HOTWORDS_BYTES,
+    MAX_SPEECH_REGIONS,
     SPOKEN_LANGUAGES,
     StreamOptions,
 )
@@ -105,9 +106,41 @@ def test_the_largest_hotword_set_round_trips() -> None:
     assert decoded.options == options
 
 
-def _open_with_payload(payload: bytes, length: int | None = None) -> bytes:
+def test_open_carries_speech_regions_after_the_hotwords() -> None:
+    regions = tuple((start, start + 900) for start in range(0, 3_600_000, 1000))
+    options = StreamOptions(hotwords=("阿里", "巴巴"), speech_regions=regions)
+    packed = CommandHeader(CommandKind.OPEN, 3, options=options).pack()
+    assert len(packed) == HEADER_SIZE + len("阿里 巴巴".encode()) + 8 * len(regions)
+    assert CommandHeader.unpack(packed).options == options
+
+
+def test_the_most_speech_regions_round_trip_and_one_more_is_refused() -> None:
+    regions = tuple((2 * n, 2 * n + 1) for n in range(MAX_SPEECH_REGIONS))
+    options = StreamOptions(speech_regions=regions)
+    decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 1, options=options).pack())
+    assert decoded.options == options
+    with pytest.raises(ValueError, match="at most 16384"):
+        StreamOptions(
+            speech_regions=(*regions, (2 * MAX_SPEECH_REGIONS, 2 * MAX_SPEECH_REGIONS + 1))
+        )
+
+
+@pytest.mark.parametrize(
+    "regions",
+    [((5, 5),), ((10, 20), (15, 30)), ((20, 30), (0, 10)), ((-1, 5),), ((0, 2**32),)],
+    ids=["empty", "overlapping", "out-of-order", "negative", "past-uint32"],
+)
+def test_stream_options_refuse_speech_regions_out_of_order_or_empty(
+    regions: tuple[tuple[int, int], ...],
+) -> None:
+    with pytest.raises(ValueError, match="speech regions are in order"):
+        StreamOptions(speech_regions=regions)
+
+
+def _open_with_payload(payload: bytes, length: int | None = None, regions: int = 0) -> bytes:
     header = bytearray(CommandHeader(CommandKind.OPEN, 3).pack())
     struct.pack_into("<I", header, 16, len(payload) if length is None else length)
+    struct.pack_into("<H", header, 38, regions)
     return bytes(header) + payload
 
 
@@ -125,6 +158,12 @@ def _open_with_payload(payload: bytes, length: int | None = None) -> bytes:
         pytest.param(_open_with_payload(b"abc", length=2), "3 bytes after", id="long"),
         pytest.param(CommandHeader(CommandKind.CLOSE, 3).pack() + b"x", "CLOSE", id="not-open"),
         pytest.param(b"\x01" * 39, "at least 40", id="truncated-header"),
+        pytest.param(_open_with_payload(b"abcd", regions=1), "1 speech regions in 4", id="regions"),
+        pytest.param(
+            _open_with_payload(struct.pack("<II", 9, 3), regions=1),
+            "in order",
+            id="region-ends-first",
+        ),
     ],
 )
 def test_a_malformed_open_payload_is_refused(data: bytes, match: str) -> None:
