@@ -9,7 +9,8 @@ that the features, and so the text, are the same (tests compare them with funasr
   kaldi-native-fbank, as funasr does without torchaudio; LFR; CMVN), per-stream state in a
   ``FrontendState``.
 - ``UtteranceFrontend``: ``funasr.frontends.wav_frontend.WavFrontend``, a whole utterance at
-  once (the offline Paraformer's, ``paraformer-offline-onnx``).
+  once (the offline Paraformer's, ``paraformer-offline-onnx``); ``pad_rows`` batches its
+  utterances' features for one graph call.
 - ``position_encoding``: ``StreamSinusoidalPositionEncoder.encode``.
 - ``load_sentence_postprocess``: funasr's own function, loaded without the package.
 
@@ -201,6 +202,17 @@ class UtteranceFrontend:
             feats, _, _ = _apply_lfr(padded, f.lfr_m, f.lfr_n, is_final=True)
         dim = feats.shape[1]
         return ((feats + f.cmvn[0:1, :dim]) * f.cmvn[1:2, :dim]).astype(np.float32)
+
+
+def pad_rows(features: list[Floats]) -> tuple[Floats, npt.NDArray[np.int32]]:
+    """Utterances' features ``[frames, dim]`` as one ``[rows, longest, dim]`` batch, zeros
+    past each row's end, and each row's frame count: an offline graph's ``speech`` and
+    ``speech_lengths``."""
+    lengths = np.array([len(f) for f in features], np.int32)
+    speech = np.zeros((len(features), int(lengths.max()), features[0].shape[1]), np.float32)
+    for row, feats in enumerate(features):
+        speech[row, : len(feats)] = feats
+    return speech, lengths
 
 
 def _frame_count(samples: int, frame_samples: int, shift_samples: int) -> int:

@@ -28,7 +28,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from shared.engines import EngineName, Precision
@@ -36,7 +35,7 @@ from shared.messages import EngineSpec
 from workers.engines.base import Timestamps
 from workers.engines.model_dir import model_class
 from workers.engines.onnx_files import OfflineOnnxFiles, open_session, require_export
-from workers.engines.onnx_frontend import UtteranceFrontend, load_sentence_postprocess
+from workers.engines.onnx_frontend import UtteranceFrontend, load_sentence_postprocess, pad_rows
 from workers.engines.paraformer import to_float
 from workers.engines.paraformer_offline import ParaformerOfflineEngine, _Final
 
@@ -89,10 +88,7 @@ class ParaformerOfflineOnnxEngine(ParaformerOfflineEngine):
     def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in finals]
-        lengths = np.array([len(f) for f in features], np.int32)
-        speech = np.zeros((len(finals), int(lengths.max()), self._frontend.output_size), np.float32)
-        for row, feats in enumerate(features):
-            speech[row, : len(feats)] = feats
+        speech, lengths = pad_rows(features)
         logits, token_num = self._session.run(None, {"speech": speech, "speech_lengths": lengths})
         results: list[tuple[str, Timestamps]] = []
         for row in range(len(finals)):

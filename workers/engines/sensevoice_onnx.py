@@ -21,7 +21,7 @@ import yaml
 from shared.engines import EngineName, Precision
 from shared.messages import EngineSpec
 from workers.engines.onnx_files import OfflineOnnxFiles, open_session, require_export
-from workers.engines.onnx_frontend import UtteranceFrontend
+from workers.engines.onnx_frontend import UtteranceFrontend, pad_rows
 from workers.engines.paraformer import to_float
 from workers.engines.sensevoice import (
     LANGUAGE_QUERY,
@@ -71,10 +71,7 @@ class SenseVoiceOnnxEngine(SenseVoiceEngine):
     def _recognise(self, group: list[_Final]) -> list[Answer]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in group]
-        lengths = np.array([len(f) for f in features], np.int32)
-        speech = np.zeros((len(group), int(lengths.max()), self._frontend.output_size), np.float32)
-        for row, feats in enumerate(features):
-            speech[row, : len(feats)] = feats
+        speech, lengths = pad_rows(features)
         feeds = {
             "speech": speech,
             "speech_lengths": lengths,
