@@ -29,8 +29,9 @@ from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
 from gateway.session.long_audio import Decoded, transcribe_long
 from gateway.session.serving import ServedModel, Serving
+from gateway.session.speakers import speaker_turns, speakers_of, turns_json
 from shared.errors import GatewayError, UnknownModelError
-from shared.messages import StreamOptions
+from shared.messages import SpeakerTurn, StreamOptions
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,57 @@ async def transcribe_file(
         raise refusal_for(error) from None
 
 
+def check_speakers(model: ServedModel, speakers: bool) -> None:
+    """Speakers asked of a model that has no speaker model: a 400, before the decode."""
+    if speakers and model.speaker_pool is None:
+        raise TranscribeError(
+            400,
+            "no_speaker_model",
+            f"model {model.name!r} labels no speakers: the server has no ASR_SPEAKER_MODEL",
+        )
+
+
+async def transcribe_with_speakers(
+    serving: Serving,
+    model: ServedModel,
+    samples: npt.NDArray[np.int16],
+    options: StreamOptions,
+    speakers: bool,
+) -> tuple[Decoded, tuple[SpeakerTurn, ...] | None]:
+    """The transcript, and where asked the speaker turns, found at the same time (the
+    speaker pool's workers are not the decoder's)."""
+    if not speakers:
+        return await transcribe_file(serving, model, samples, options), None
+    speaker_pool, vad_pool = model.speaker_pool, model.vad_pool
+    assert speaker_pool is not None, "check_speakers refused the request"
+    assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
+    transcript: Decoded | None = None
+    turns: tuple[SpeakerTurn, ...] = ()
+
+    async def decode() -> None:
+        nonlocal transcript
+        transcript = await transcribe_file(serving, model, samples, options)
+
+    async def label() -> None:
+        nonlocal turns
+        try:
+            turns = await speaker_turns(speaker_pool, vad_pool, samples)
+        except GatewayError as error:
+            raise refusal_for(error) from None
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(decode)
+            group.start_soon(label)
+    except BaseExceptionGroup as errors:
+        refused = errors.subgroup(TranscribeError)
+        if refused is None:
+            raise
+        raise refused.exceptions[0] from None
+    assert transcript is not None
+    return transcript, turns
+
+
 async def transcribe(
     serving: Serving | None, request: Request, metrics: GatewayMetrics
 ) -> Response:
@@ -180,12 +232,15 @@ def _refusal(error: TranscribeError) -> Response:
 async def _transcribe_taken(serving: Serving, request: Request) -> Response:
     audio = await read_audio(request, serving.settings.transcribe)  # capped as it arrives
     model = chosen_model(serving, audio.model)
+    check_speakers(model, audio.speakers)
     samples = await decode_upload(serving, audio.data)
     # One itn for files: wetext's for a Paraformer, SenseVoice's own for SenseVoice.
     options = StreamOptions(
         hotwords=audio.hotwords, itn=audio.itn, language=audio.language, model_itn=audio.itn
     )
-    transcript = await transcribe_file(serving, model, samples, options)
+    transcript, turns = await transcribe_with_speakers(
+        serving, model, samples, options, audio.speakers
+    )
     decoder = model.whole_utterance_pool
     body: dict[str, object] = {
         "text": transcript.text,
@@ -202,7 +257,15 @@ async def _transcribe_taken(serving: Serving, request: Request) -> Response:
         # (each segment's moved to where it starts, as stamp_sents are). Absent, as
         # stamp_sents is there, when the model predicts no token times: not [], which
         # would read as "times, but no sentence in them".
-        body["sentences"] = [stamp_sent(sentence) for sentence in transcript.sentences]
+        sentences: list[dict[str, object]] = [stamp_sent(s) for s in transcript.sentences]
+        if turns is not None:  # funasr's sentence_info's "spk" on each sentence
+            for sentence, speaker in zip(
+                sentences, speakers_of(transcript.sentences, turns), strict=True
+            ):
+                sentence["spk"] = speaker
+        body["sentences"] = sentences
+    if turns is not None:
+        body["speakers"] = turns_json(turns)  # who spoke when, the sentences' labels' source
     if transcript.tags is not None:  # SenseVoice's: the language heard, emotion, event
         body.update(tag_fields(transcript.tags))
     return JSONResponse(body)

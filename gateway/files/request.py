@@ -4,8 +4,9 @@ The audio comes as a multipart upload (field ``file``) or as JSON ``{"url": "...
 fetched with ``httpx`` (``gateway.files.fetch``); ``hotwords`` (a form field, or a JSON key)
 takes either form FunASR's clients send, as in a WebSocket config; so does ``itn``
 (default true, as a config's), ``language`` is the language spoken, for a model that takes
-one (SenseVoiceSmall: ``SPOKEN_LANGUAGES``, default ``auto``), and ``model`` names a served
-model. Bodies are read with a
+one (SenseVoiceSmall: ``SPOKEN_LANGUAGES``, default ``auto``), ``speakers`` (or ``spk``, as
+funasr-server spells it; default false) asks for each sentence's speaker, and ``model``
+names a served model. Bodies are read with a
 byte cap as they arrive (``gateway.files.multipart``): nothing is spooled to disk, memory is
 bounded by the cap.
 It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
@@ -26,6 +27,9 @@ status reason               when
 400    bad_hotwords         hotwords past the limits of a WebSocket config
 400    bad_itn              an ``itn`` that is not true or false
 400    bad_language         a ``language`` that is not one of ``SPOKEN_LANGUAGES``
+400    bad_speakers         a ``speakers`` (``spk``) that is not true or false
+400    no_speaker_model     ``speakers`` asked of a model with no speaker model
+                            (``ASR_SPEAKER_MODEL``)
 400    bad_wav              an empty, truncated or corrupt WAV, one without samples
 400    bad_rate             a sample rate outside 8,000 to 48,000 Hz
 400    too_many_channels    more than ``MAX_CHANNELS`` channels
@@ -99,6 +103,7 @@ __all__ = [
     "parse_hotwords_field",
     "parse_itn_field",
     "parse_language_field",
+    "parse_speakers_field",
     "read_audio",
     "read_upload",
     "refusal_for",
@@ -212,6 +217,7 @@ class AudioRequest:
     model: str | None = None  # a served model's name (None: the default)
     itn: bool = True  # inverse text normalization of the text, as a FunASR config's
     language: str = "auto"  # the language spoken (SenseVoice; other models ignore it)
+    speakers: bool = False  # each sentence's speaker (CAM++), and the speaker turns
 
 
 def parse_hotwords_field(value: object, name: str = "hotwords") -> tuple[str, ...]:
@@ -231,6 +237,18 @@ def parse_itn_field(value: str | None) -> bool:
     text = (value or "true").strip().lower()
     if text not in ("true", "false"):
         raise TranscribeError(400, "bad_itn", f"itn {value!r:.40} is not true or false")
+    return text == "true"
+
+
+def parse_speakers_field(speakers: object, spk: object) -> bool:
+    """``speakers``, or funasr-server's ``spk``: a bool (JSON) or ``true``/``false`` (a form;
+    any case); unset: false; else a 400 ``bad_speakers``."""
+    value = speakers if speakers is not None else spk
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in ("true", "false"):
+        raise TranscribeError(400, "bad_speakers", f"speakers {value!r:.40} is not true or false")
     return text == "true"
 
 
@@ -305,8 +323,9 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         hotwords = parse_hotwords_field(form.hotwords)
         itn = parse_itn_field(form.text("itn"))
         language = parse_language_field(form.text("language"))
+        speakers = parse_speakers_field(form.text("speakers"), form.text("spk"))
         model = form.text("model")
-        return AudioRequest(form.file, form.filename, hotwords, model, itn, language)
+        return AudioRequest(form.file, form.filename, hotwords, model, itn, language, speakers)
     if content_type.startswith("application/json"):
         check_declared_length(request.headers, JSON_MAX_BYTES, "the JSON body", JSON_WHY)
         with _upload_deadline(settings):
@@ -327,13 +346,14 @@ async def _read_audio(request: Request, settings: TranscribeSettings) -> AudioRe
         if not isinstance(itn, bool):
             raise TranscribeError(400, "bad_itn", "itn must be true or false")
         language = parse_language_field(payload.get("language"))
+        speakers = parse_speakers_field(payload.get("speakers"), payload.get("spk"))
         data = await fetch(
             url,
             max_bytes=settings.max_bytes,
             timeout_s=settings.fetch_timeout_s,
             allow_private=settings.fetch_allow_private,
         )
-        return AudioRequest(data, url, words, model, itn, language)
+        return AudioRequest(data, url, words, model, itn, language, speakers)
     raise TranscribeError(
         415,
         "unsupported_type",

@@ -1,0 +1,94 @@
+"""Who spoke when in a file, and which speaker said each sentence.
+
+funasr's ``generate(spk_model=...)`` is the reference: the speech regions its FSMN-VAD
+finds are what CAM++ embeds (in 1.5 s windows), the clustered windows become speaker turns
+(the speaker pool's worker does that: ``workers.engines.campplus``), and each sentence
+gets the speaker whose turns overlap it most (``distribute_spk``, here as
+:func:`sentence_speakers`). funasr-server's own ``spk=true`` embeds each output segment
+instead of the VAD's regions; we follow ``generate``, which its native diarization and
+FunASR's docs use.
+
+Cost: the VAD pass is about 3 % of the audio's duration in CPU; CAM++ about 30 ms per
+window, 1.33 windows per second of speech; the clustering of an hour of speech (4,800
+windows, UMAP and HDBSCAN) is measured in BENCHMARKS.md. The labelling is linear in the
+sentences and turns: each sentence looks only at the turns that overlap it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from gateway.audio.segment import BYTES_PER_MS
+from gateway.session.long_audio import speech_regions
+from shared.errors import GatewayError
+from shared.messages import MAX_SPEECH_REGIONS, SentenceStamp, SpeakerTurn, StreamOptions
+from workers.pool import WorkerPool
+
+
+class TooManyRegionsError(GatewayError):
+    """The file has more speech regions than one speaker stream may carry."""
+
+
+async def speaker_turns(
+    speaker_pool: WorkerPool, vad_pool: WorkerPool, samples: npt.NDArray[np.int16]
+) -> tuple[SpeakerTurn, ...]:
+    """The file's speaker turns: its VAD regions, embedded and clustered by the pool."""
+    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")
+    regions = tuple(
+        (start // BYTES_PER_MS, end // BYTES_PER_MS)
+        for start, end in await speech_regions(vad_pool, pcm)
+        if end // BYTES_PER_MS > start // BYTES_PER_MS
+    )
+    if len(regions) > MAX_SPEECH_REGIONS:
+        raise TooManyRegionsError(
+            f"{len(regions)} speech regions; speaker labels take at most {MAX_SPEECH_REGIONS}"
+        )
+    turns: tuple[SpeakerTurn, ...] = ()
+    async with speaker_pool.open_stream(StreamOptions(speech_regions=regions)) as stream:
+
+        async def collect() -> None:
+            nonlocal turns
+            async for result in stream:
+                turns = result.speakers or turns
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(collect)
+            await stream.finish(samples)
+    return turns
+
+
+def sentence_speakers(spans: Sequence[tuple[int, int]], turns: Sequence[SpeakerTurn]) -> list[int]:
+    """Each ``(start, end)`` span's speaker (ms), as funasr's ``distribute_spk`` gives it:
+    the speaker of the turn it overlaps most, where a later turn of the speaker already
+    chosen adds its overlap to the lead; 0 for a span no turn overlaps. ``turns`` are in
+    order and do not overlap (``postprocess`` makes them so), so only the turns that
+    overlap a span can change its speaker, and only those are looked at."""
+    ends = [turn.end for turn in turns]
+    speakers = []
+    for start, end in spans:
+        speaker, lead = 0, 0
+        for turn in turns[bisect.bisect_right(ends, start) :]:
+            if turn.start >= end:
+                break
+            overlap = max(min(end, turn.end) - max(start, turn.start), 0)
+            if overlap > lead:
+                lead, speaker = overlap, turn.speaker
+            if overlap > 0 and speaker == turn.speaker:
+                lead += overlap
+        speakers.append(speaker)
+    return speakers
+
+
+def speakers_of(sentences: Sequence[SentenceStamp], turns: Sequence[SpeakerTurn]) -> list[int]:
+    """Each sentence's speaker, from its first token's start to its last token's end."""
+    return sentence_speakers([(s.start, s.end) for s in sentences], turns)
+
+
+def turns_json(turns: Sequence[SpeakerTurn]) -> list[dict[str, int]]:
+    """The turns as the answers give them: ``{"start", "end", "spk"}`` in ms."""
+    return [{"start": t.start, "end": t.end, "spk": t.speaker} for t in turns]
