@@ -2,8 +2,9 @@
 
 A stream's audio is buffered in the worker; its final piece triggers the decode. The
 utterances whose final pieces are in the same engine step are decoded together, in one
-``generate`` call per group of similar lengths: funasr pads a batch into one forward pass
-(the worker's batch policy may hold a step open briefly so that more arrive together).
+``generate`` call per group of similar lengths (``workers.engines.whole_utterance``):
+funasr pads a batch into one forward pass (the worker's batch policy may hold a step open
+briefly so that more arrive together).
 Results before the final one carry no text; the final one carries the whole utterance's,
 punctuated by a CT-Transformer when the pool has one (``ASR_PUNC_MODEL``), as FunASR's
 2pass server punctuates its offline pass.
@@ -15,23 +16,20 @@ words share a call. Any other model never sees them (funasr would ignore them to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, SentenceStamp, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput, Timestamps
+from workers.engines.base import Timestamps
 from workers.engines.itn import InverseNormalizer
 from workers.engines.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.paraformer import load_automodel, to_float
 from workers.engines.punctuation import Punctuator, load_punctuator
 from workers.engines.sentences import stamp_sentences
-from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.table import Answer, Step, engine_error
+from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine, calls
 
 Hotwords = tuple[str, ...]
 Sentences = tuple[SentenceStamp, ...]
@@ -57,25 +55,7 @@ def hotword_argument(words: Hotwords) -> str:
     return " " + " ".join(words) + " "
 
 
-@dataclass(slots=True)
-class _Utterance:
-    hotwords: Hotwords = ()
-    pieces: list[Samples] = field(default_factory=list)
-    itn: bool = False  # its text inverse-normalized (StreamOptions.itn)
-
-
-@dataclass(frozen=True, slots=True)
-class _Final:
-    """An utterance whose last piece has come: its answer's place, its audio and words."""
-
-    index: int
-    item: ChunkItem
-    audio: Samples
-    hotwords: Hotwords
-    itn: bool = False
-
-
-class ParaformerOfflineEngine(TableEngine[_Utterance]):
+class ParaformerOfflineEngine(WholeUtteranceEngine):
     name = EngineName.PARAFORMER_OFFLINE
 
     def __init__(
@@ -117,30 +97,19 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         onnx = spec.engine is EngineName.PARAFORMER_OFFLINE_ONNX
         return load_punctuator(spec.punc_model_dir, spec.device, spec.threads, onnx, spec.precision)
 
-    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        hotwords = options.hotwords if self._takes_hotwords else ()
-        self.streams.open(stream_id, _Utterance(hotwords, itn=options.itn))
+    def _taken(self, options: StreamOptions) -> StreamOptions:
+        return options if self._takes_hotwords else replace(options, hotwords=())
 
-    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        step = self.streams.step(items)
-        finals: list[_Final] = []
-        for index, item, utterance in step.pending():
-            utterance.pieces.append(item.samples)
-            if not item.final:
-                step.answer(index)
-                continue
-            audio = np.concatenate(utterance.pieces)
-            finals.append(_Final(index, item, audio, utterance.hotwords, utterance.itn))
+    def _answer_finals(self, step: Step[Utterance], finals: list[Final]) -> None:
         decoded = zip(finals, *self._decode(finals), strict=True)
         for final, text, times, sentences, error in decoded:
             if error is not None:
                 step.fail(final.item.stream_id, error)
             else:
                 step.answer(final.index, Answer(text, times, sentences=sentences))
-        return step.outputs()
 
     def _decode(
-        self, finals: list[_Final]
+        self, finals: list[Final]
     ) -> tuple[list[str], list[Timestamps], list[Sentences], list[str | None]]:
         """One ``generate`` call per hotword set and group of similar lengths; empty
         utterances have no text. Texts, timestamps (where the model predicts them), their
@@ -149,7 +118,8 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         texts = [""] * len(finals)
         times: list[Timestamps] = [()] * len(finals)
         errors: list[str | None] = [None] * len(finals)
-        for group in _calls(finals):
+        by_words = calls(finals, _hotwords, alone=lambda words: len(words) >= HOTWORD_FILTER_WORDS)
+        for group in by_words:
             try:
                 results = self._recognise([finals[i] for i in group])
             except Exception as exc:  # the call failed: so did every utterance in it
@@ -169,19 +139,23 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
             for i, (text, stamps) in enumerate(zip(texts, times, strict=True))
         ]
         # After the punctuation, as FunASR's C++ server does it; only where asked.
-        todo = [i for i, text in enumerate(texts) if text and errors[i] is None and finals[i].itn]
+        todo = [
+            i
+            for i, text in enumerate(texts)
+            if text and errors[i] is None and finals[i].options.itn
+        ]
         if todo:
             normalized = self._itn.normalize([texts[i] for i in todo])
             for i, (text, error) in zip(todo, normalized, strict=True):
                 texts[i], errors[i] = text, error
         return texts, times, sentences, errors
 
-    def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
+    def _recognise(self, finals: list[Final]) -> list[tuple[str, Timestamps]]:
         """The text and token times of each of ``finals`` (one hotword set, similar
         lengths): one ``generate`` call. (``paraformer-offline-onnx`` runs its graph here,
         and shares everything else.)"""
         inputs = [to_float(final.audio) for final in finals]
-        words = finals[0].hotwords
+        words = finals[0].options.hotwords
         hotword: dict[str, str | None] = {}
         if self._takes_hotwords:
             # None without words: funasr then skips the bias path. Said every time: funasr
@@ -200,38 +174,5 @@ class ParaformerOfflineEngine(TableEngine[_Utterance]):
         ]
 
 
-LENGTH_RATIO = 1.25
-
-
-def _calls(finals: list[_Final]) -> list[list[int]]:
-    """The indices of ``finals`` that share each ``generate`` call.
-
-    One call takes one hotword set, so each set is batched apart (utterances without words
-    are one more set). A batch is padded to its longest utterance: mixing a 2 s clip with an
-    8 s one costs more than decoding them apart (measured: bench/models/offline_batch.py), so within
-    a set utterances are sorted by length and batched only with ones at most
-    ``LENGTH_RATIO`` longer.
-    """
-    by_words: dict[Hotwords, list[int]] = {}
-    for i, final in enumerate(finals):
-        if len(final.audio):
-            by_words.setdefault(final.hotwords, []).append(i)
-    calls: list[list[int]] = []
-    for words, indices in by_words.items():
-        if len(words) >= HOTWORD_FILTER_WORDS:
-            calls += [[i] for i in indices]
-            continue
-        indices.sort(key=lambda i: len(finals[i].audio))
-        calls += similar_lengths(indices, lambda i: len(finals[i].audio))
-    return calls
-
-
-def similar_lengths(ordered: list[int], length: Callable[[int], int]) -> list[list[int]]:
-    """Split indices sorted by length into runs whose longest is <= LENGTH_RATIO x shortest."""
-    groups: list[list[int]] = []
-    for index in ordered:
-        if groups and length(index) <= LENGTH_RATIO * length(groups[-1][0]):
-            groups[-1].append(index)
-        else:
-            groups.append([index])
-    return groups
+def _hotwords(options: StreamOptions) -> Hotwords:
+    return options.hotwords

@@ -3,7 +3,7 @@
 Towards the worker this is ``paraformer-offline`` (it is that engine with another
 recogniser): a stream's audio is buffered until its final piece, results before it carry no
 text, the utterances ending in the same step are decoded together, one call per group of
-similar lengths (``paraformer_offline._calls``), and the text is punctuated as there.
+similar lengths (``whole_utterance.calls``), and the text is punctuated as there.
 
 What differs is one group's decode (``_recognise``): funasr's ``WavFrontend`` in numpy
 (``onnx_frontend.UtteranceFrontend``) for each utterance, the rows padded into one
@@ -37,7 +37,8 @@ from workers.engines.model_dir import model_class
 from workers.engines.onnx_files import OfflineOnnxFiles, open_session, require_export
 from workers.engines.onnx_frontend import UtteranceFrontend, load_sentence_postprocess, pad_rows
 from workers.engines.paraformer import to_float
-from workers.engines.paraformer_offline import ParaformerOfflineEngine, _Final
+from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.engines.whole_utterance import Final
 
 # The offline model classes the export carries whole. SeACo's hotword path and BiCif's
 # timestamps are not exported: their directories stay on ``paraformer-offline``.
@@ -85,7 +86,7 @@ class ParaformerOfflineOnnxEngine(ParaformerOfflineEngine):
         punctuator = cls._load_punctuator(spec)
         return cls(model_dir, spec.precision, spec.device, spec.threads, punctuator)
 
-    def _recognise(self, finals: list[_Final]) -> list[tuple[str, Timestamps]]:
+    def _recognise(self, finals: list[Final]) -> list[tuple[str, Timestamps]]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in finals]
         speech, lengths = pad_rows(features)

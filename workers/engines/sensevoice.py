@@ -1,10 +1,10 @@
 """SenseVoiceSmall: whole utterances in zh, en, yue, ja and ko, tagged with what it heard.
 
-Like the offline Paraformer (``workers.engines.paraformer_offline``), a stream's audio is
-buffered in the worker and decoded when its final piece comes, and the utterances whose
-finals are in the same step are decoded together: one ``generate`` call per group of similar
-lengths, of the same language and ITN choice (funasr's ``inference`` takes one of each per
-call). The decode is funasr's own ``generate(language=..., use_itn=...)``, so the text is
+Like the offline Paraformer (``workers.engines.paraformer_offline``; both are
+``workers.engines.whole_utterance``), a stream's audio is buffered in the worker and decoded
+when its final piece comes, and the utterances whose finals are in the same step are decoded
+together: one ``generate`` call per group of similar lengths, of the same language and ITN
+choice (funasr's ``inference`` takes one of each per call). The decode is funasr's own ``generate(language=..., use_itn=...)``, so the text is
 exactly what funasr gives.
 
 SenseVoice writes its tags in front of the text (``<|zh|><|NEUTRAL|><|Speech|><|woitn|>``);
@@ -17,19 +17,13 @@ server.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
 from shared.messages import EngineSpec, SpeechTags, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.paraformer_offline import similar_lengths
-from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.table import Answer, Step, engine_error
+from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine, calls
 
 _TAG = re.compile(r"<\|([^|<>]*)\|>")
 # The prompt ids SenseVoiceSmall's embedding takes in front of the features (its lid_dict
@@ -61,21 +55,7 @@ def split_tags(raw: str) -> tuple[str, SpeechTags]:
     return _TAG.sub("", raw).strip(), SpeechTags(language, emotion, event)
 
 
-@dataclass(slots=True)
-class _Utterance:
-    options: StreamOptions
-    pieces: list[Samples] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Final:
-    index: int
-    item: ChunkItem
-    audio: Samples
-    options: StreamOptions
-
-
-class SenseVoiceEngine(TableEngine[_Utterance]):
+class SenseVoiceEngine(WholeUtteranceEngine):
     name = EngineName.SENSEVOICE
     capabilities = EngineCapabilities(text_is_delta=True, decodes_at_final=True, languages=True)
 
@@ -89,23 +69,12 @@ class SenseVoiceEngine(TableEngine[_Utterance]):
             raise ValueError("the sensevoice engine needs a model directory")
         return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
 
-    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        self.streams.open(stream_id, _Utterance(options))
-
-    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        step = self.streams.step(items)
-        finals: list[_Final] = []
-        for index, item, utterance in step.pending():
-            utterance.pieces.append(item.samples)
-            if not item.final:
-                step.answer(index)
-                continue
-            audio = np.concatenate(utterance.pieces)
-            finals.append(_Final(index, item, audio, utterance.options))
+    def _answer_finals(self, step: Step[Utterance], finals: list[Final]) -> None:
         for final in finals:
             if not len(final.audio):  # nothing to decode: no text, and no tags
                 step.answer(final.index)
-        for group in _calls(finals):
+        for indices in calls(finals, _language_and_itn):
+            group = [finals[i] for i in indices]
             try:
                 answers = self._recognise(group)
             except Exception as exc:  # the call failed: so did every utterance in it
@@ -114,9 +83,8 @@ class SenseVoiceEngine(TableEngine[_Utterance]):
                 continue
             for final, answer in zip(group, answers, strict=True):
                 step.answer(final.index, answer)
-        return step.outputs()
 
-    def _recognise(self, group: list[_Final]) -> list[Answer]:
+    def _recognise(self, group: list[Final]) -> list[Answer]:
         """One ``generate`` call: the group shares a language and an ITN choice."""
         options = group[0].options
         results = self._model.generate(
@@ -133,20 +101,6 @@ class SenseVoiceEngine(TableEngine[_Utterance]):
         return answers
 
 
-def _calls(finals: list[_Final]) -> list[list[_Final]]:
-    """The finals that share each ``generate`` call: the same language and ITN choice, and
-    similar lengths (``similar_lengths``: padding a short clip to a long one costs more than
-    a second call)."""
-    by_choice: dict[tuple[str, bool], list[_Final]] = {}
-    for final in finals:
-        if len(final.audio):
-            key = (final.options.language, final.options.model_itn)
-            by_choice.setdefault(key, []).append(final)
-    calls: list[list[_Final]] = []
-    for same in by_choice.values():
-        lengths = sorted((len(final.audio), n) for n, final in enumerate(same))
-        order = [n for _, n in lengths]
-        audio_lengths = [len(final.audio) for final in same]
-        for run in similar_lengths(order, audio_lengths.__getitem__):
-            calls.append([same[n] for n in run])
-    return calls
+def _language_and_itn(options: StreamOptions) -> tuple[str, bool]:
+    """What one ``generate`` call takes once (funasr's ``inference``: one of each per call)."""
+    return options.language, options.model_itn

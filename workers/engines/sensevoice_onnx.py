@@ -27,10 +27,10 @@ from workers.engines.sensevoice import (
     LANGUAGE_QUERY,
     TEXT_NORM_QUERY,
     SenseVoiceEngine,
-    _Final,
     split_tags,
 )
 from workers.engines.table import Answer
+from workers.engines.whole_utterance import Final
 
 BLANK_ID = 0
 DEFAULT_BPE_MODEL = "chn_jpn_yue_eng_ko_spectok.bpe.model"  # the hub directory's name
@@ -68,7 +68,7 @@ class SenseVoiceOnnxEngine(SenseVoiceEngine):
         require_export(model_dir, spec.precision)
         return cls(model_dir, spec.precision, spec.device, spec.threads)
 
-    def _recognise(self, group: list[_Final]) -> list[Answer]:
+    def _recognise(self, group: list[Final]) -> list[Answer]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in group]
         speech, lengths = pad_rows(features)

@@ -314,6 +314,6 @@ def test_cuda_provider_gives_the_cpu_text(exported: Path, pytorch_texts: list[st
 
 
 def _final(index: int, audio: np.ndarray) -> Any:
-    from workers.engines.paraformer_offline import _Final
+    from workers.engines.whole_utterance import Final
 
-    return _Final(index, ChunkItem(index, 0, audio, True), audio, ())
+    return Final(index, ChunkItem(index, 0, audio, True), audio, StreamOptions())
