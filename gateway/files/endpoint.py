@@ -29,7 +29,7 @@ from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
 from gateway.session.long_audio import Decoded, transcribe_long
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import speaker_turns, speakers_of, turns_json
+from gateway.session.speakers import speakers_of, turns_json, with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import SpeakerTurn, StreamOptions
 
@@ -187,31 +187,15 @@ async def transcribe_with_speakers(
     speaker_pool, vad_pool = model.speaker_pool, model.vad_pool
     assert speaker_pool is not None, "check_speakers refused the request"
     assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
-    transcript: Decoded | None = None
-    turns: tuple[SpeakerTurn, ...] = ()
-
-    async def decode() -> None:
-        nonlocal transcript
-        transcript = await transcribe_file(serving, model, samples, options)
-
-    async def label() -> None:
-        nonlocal turns
-        try:
-            turns = await speaker_turns(speaker_pool, vad_pool, samples)
-        except GatewayError as error:
-            raise refusal_for(error) from None
-
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(decode)
-            group.start_soon(label)
-    except BaseExceptionGroup as errors:
-        refused = errors.subgroup(TranscribeError)
-        if refused is None:
-            raise
-        raise refused.exceptions[0] from None
-    assert transcript is not None
-    return transcript, turns
+        return await with_speaker_turns(
+            lambda: transcribe_file(serving, model, samples, options),
+            speaker_pool,
+            vad_pool,
+            samples,
+        )
+    except GatewayError as error:
+        raise refusal_for(error) from None
 
 
 async def transcribe(

@@ -36,7 +36,7 @@ FIELD_MAX_BYTES = 64 << 10  # a text field (hotwords: 16 KiB of words, plus JSON
 FORM_SLACK_BYTES = 256 << 10  # a form's boundaries, part headers and text fields
 MAX_PARTS = 8
 # What /v1/transcribe's form keeps.
-TEXT_FIELDS = frozenset({"hotwords", "model", "itn", "language"})
+TEXT_FIELDS = frozenset({"hotwords", "model", "itn", "language", "speakers", "spk"})
 
 
 def check_declared_length(headers: Mapping[str, str], limit: int, what: str, why: str) -> None:

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-from shared.messages import SentenceStamp
+from gateway.session.speakers import sentence_speakers
+from shared.messages import SentenceStamp, SpeakerTurn
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "verbose_json", "vtt")
@@ -116,6 +117,8 @@ class FileTranscript:
     duration_s: float
     language: str
     segments: tuple[TimedSegment, ...]
+    # Who spoke when, where the request asked (``speakers``): each segment's ``speaker``.
+    speaker_turns: tuple[SpeakerTurn, ...] | None = None
 
     @property
     def spoken(self) -> tuple[TimedSegment, ...]:
@@ -195,6 +198,12 @@ def verbose_json(
         "text": transcript.text,
         "segments": [_segment(index, cue) for index, cue in enumerate(transcript.cues)],
     }
+    if transcript.speaker_turns is not None:  # as funasr-server's verbose_json has them
+        cues = transcript.cues
+        spans = [(cue.start_ms, cue.end_ms) for cue in cues]
+        speakers = sentence_speakers(spans, transcript.speaker_turns)
+        for segment, speaker in zip(body["segments"], speakers, strict=True):  # type: ignore[call-overload]
+            segment["speaker"] = speaker
     if "word" in granularities:
         body["words"] = [
             {"word": word, "start": start / 1000, "end": end / 1000}

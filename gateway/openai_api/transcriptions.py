@@ -40,6 +40,9 @@ field                       here
                             would; ``server_vad``'s parameters are not taken
 ``stream``                  ``true``: server-sent events, whatever ``response_format`` says
                             (below)
+``speakers`` (``spk``)      ours, funasr-server's ``spk``: ``verbose_json``'s segments each get
+                            a ``speaker`` (CAM++, ``gateway.session.speakers``); a 400 with
+                            ``stream=true`` or from a model with no ASR_SPEAKER_MODEL
 =========================== ========================================================================
 
 ``stream=true``: ``text/event-stream`` of ``data:`` lines, each one JSON event: a
@@ -74,6 +77,7 @@ from gateway.audio.segment import Segment
 from gateway.files.endpoint import (
     HeldResponse,
     check_access,
+    check_speakers,
     decode_upload,
     serve_transcription,
 )
@@ -83,6 +87,7 @@ from gateway.files.request import (
     duration_s,
     parse_hotwords_field,
     parse_itn_field,
+    parse_speakers_field,
     read_upload,
     refusal_for,
 )
@@ -109,8 +114,9 @@ from gateway.session.long_audio import (
     transcribe_segments,
 )
 from gateway.session.serving import ServedModel, Serving
+from gateway.session.speakers import with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
-from shared.messages import SPOKEN_LANGUAGES, StreamOptions
+from shared.messages import SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
@@ -127,6 +133,8 @@ FIELDS = frozenset(
         "stream",
         "include[]",
         "itn",
+        "speakers",
+        "spk",
     }
 )
 # The SDK sends a part per field and per list item (chunking_strategy's object as four
@@ -149,6 +157,7 @@ class TranscriptionRequest:
     hotwords: tuple[str, ...] = ()
     stream: bool = False
     itn: bool = True  # ours: inverse text normalization, as OpenAI's models write numbers
+    speakers: bool = False  # ours (funasr-server's spk): each segment's speaker
 
 
 def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
@@ -189,7 +198,19 @@ def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
         hotwords=_hotwords(form),
         stream=_stream(form.text("stream")),
         itn=parse_itn_field(form.text("itn")),
+        speakers=_speakers(form),
     )
+
+
+def _speakers(form: Form) -> bool:
+    speakers = parse_speakers_field(form.text("speakers"), form.text("spk"))
+    if speakers and _stream(form.text("stream")):
+        raise TranscribeError(
+            400,
+            "bad_speakers",
+            "speakers are labelled once the whole file is heard: not with stream=true",
+        )
+    return speakers
 
 
 def _check_temperature(value: str | None) -> None:
@@ -281,6 +302,7 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS)
     asked = parse_request(form, model_ids(serving))
     model = served_model(serving, asked.model)
+    check_speakers(model, asked.speakers)
     assert form.file is not None, "read_upload refuses a form without one"
     samples = await decode_upload(serving, form.file)
     try:
@@ -295,16 +317,29 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     decode = _Decode(model.whole_utterance_pool, samples, segments, asked)
     if asked.stream:
         return EventStream(lambda send: decode.stream(send, metrics))
+    turns = None
     try:
-        pieces = await decode.all()
+        if asked.speakers:
+            assert model.speaker_pool is not None, "check_speakers refused the request"
+            assert model.vad_pool is not None, "a speaker model needs a VAD model"
+            pieces, turns = await with_speaker_turns(
+                decode.all, model.speaker_pool, model.vad_pool, samples
+            )
+        else:
+            pieces = await decode.all()
     except GatewayError as error:
         raise refusal_for(error) from None
-    transcript = file_transcript(pieces, duration_s(samples), asked.language)
+    transcript = file_transcript(pieces, duration_s(samples), asked.language, turns)
     rendered = render(transcript, asked.response_format, asked.granularities)
     return Response(rendered.body, media_type=rendered.media_type)
 
 
-def file_transcript(pieces: list[DecodedSegment], duration: float, language: str) -> FileTranscript:
+def file_transcript(
+    pieces: list[DecodedSegment],
+    duration: float,
+    language: str,
+    turns: tuple[SpeakerTurn, ...] | None = None,
+) -> FileTranscript:
     segments = tuple(
         TimedSegment(
             piece.start_ms,
@@ -318,7 +353,7 @@ def file_transcript(pieces: list[DecodedSegment], duration: float, language: str
     joined = join_segments(pieces)
     # The language the model heard (SenseVoice), else the request's as given.
     heard = joined.tags.language if joined.tags is not None and joined.tags.language else ""
-    return FileTranscript(joined.text, duration, heard or language, segments)
+    return FileTranscript(joined.text, duration, heard or language, segments, turns)
 
 
 @dataclass(frozen=True, slots=True)

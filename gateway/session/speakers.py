@@ -17,7 +17,8 @@ sentences and turns: each sentence looks only at the turns that overlap it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import anyio
 import numpy as np
@@ -28,6 +29,8 @@ from gateway.session.long_audio import speech_regions
 from shared.errors import GatewayError
 from shared.messages import MAX_SPEECH_REGIONS, SentenceStamp, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
+
+T = TypeVar("T")
 
 
 class TooManyRegionsError(GatewayError):
@@ -60,6 +63,42 @@ async def speaker_turns(
             group.start_soon(collect)
             await stream.finish(samples)
     return turns
+
+
+async def with_speaker_turns(
+    work: Callable[[], Awaitable[T]],
+    speaker_pool: WorkerPool,
+    vad_pool: WorkerPool,
+    samples: npt.NDArray[np.int16],
+) -> tuple[T, tuple[SpeakerTurn, ...]]:
+    """``work``'s result (the file's decode), and the file's speaker turns, found at the
+    same time: the speaker pool's workers are not the decoder's. The first to fail cancels
+    the other, and its error is raised as it is (not in a group)."""
+    done: list[T] = []
+    turns: tuple[SpeakerTurn, ...] = ()
+    failure: BaseException | None = None
+
+    async def run(step: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+        nonlocal failure
+        try:
+            await step()
+        except Exception as exc:
+            failure = failure or exc
+            scope.cancel()
+
+    async def decode() -> None:
+        done.append(await work())
+
+    async def label() -> None:
+        nonlocal turns
+        turns = await speaker_turns(speaker_pool, vad_pool, samples)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, decode, group.cancel_scope)
+        group.start_soon(run, label, group.cancel_scope)
+    if failure is not None:
+        raise failure
+    return done[0], turns
 
 
 def sentence_speakers(spans: Sequence[tuple[int, int]], turns: Sequence[SpeakerTurn]) -> list[int]:

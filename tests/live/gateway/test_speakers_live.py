@@ -1,0 +1,155 @@
+"""Speaker labels through a real uvicorn: FSMN-VAD, a BiCifParaformer with punctuation, and
+CAM++ in a speaker pool. The turns the gateway answers with give each of funasr's own
+sentences (``generate(spk_model=...)`` on the same file) the speaker funasr gives it; our
+sentences' ``spk`` are funasr's ``distribute_spk`` of our turns; OpenAI's SDK reads a
+``speaker`` on each ``verbose_json`` segment."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+
+from bench.common.gateway import Gateway, serve_blocking
+from gateway.session.speakers import sentence_speakers
+from shared.messages import SpeakerTurn
+from workers.engines.funasr_quiet import quiet_funasr
+from workers.engines.paraformer import to_float
+from workers.models.synthetic_voices import HIGH, LOW, conversation
+
+pytestmark = pytest.mark.slow
+
+# As tests/live/workers/test_campplus.py: two voices, 2 s apart, 32 windows in all.
+AUDIO = conversation([(LOW, 3.0), (HIGH, 3.0)] * 4, 2.0, seed=3)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tiny_timestamp_model: Path,
+    tiny_punc_model: Path,
+    tiny_vad_model: Path,
+    campplus_model: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Gateway]:
+    env = {
+        "ASR_MODEL": "checksum",
+        "ASR_DEVICES": "cpu",
+        "ASR_OFFLINE_MODEL": str(tiny_timestamp_model),
+        "ASR_PUNC_MODEL": str(tiny_punc_model),
+        "ASR_VAD_MODEL": str(tiny_vad_model),
+        "ASR_SPEAKER_MODEL": str(campplus_model),
+    }
+    log = tmp_path_factory.mktemp("speakers") / "server.log"
+    with serve_blocking(env, log, ready_timeout=240) as server:
+        yield server
+
+
+def wav(samples: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    soundfile.write(buffer, samples, 16000, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def transcribe(server: Gateway, **fields: str) -> httpx.Response:
+    files = {"file": ("talk.wav", wav(AUDIO), "audio/wav")}
+    return httpx.post(server.http + "/v1/transcribe", files=files, data=fields, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def answer(server: Gateway) -> dict[str, Any]:
+    response = transcribe(server, speakers="true")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+@pytest.fixture(scope="module")
+def funasr_sentences(
+    tiny_timestamp_model: Path, tiny_vad_model: Path, tiny_punc_model: Path, campplus_model: Path
+) -> list[dict[str, Any]]:
+    with quiet_funasr():
+        from funasr import AutoModel
+
+        pipeline = AutoModel(
+            model=str(tiny_timestamp_model),
+            vad_model=str(tiny_vad_model),
+            punc_model=str(tiny_punc_model),
+            spk_model=str(campplus_model),
+            disable_update=True,
+            disable_pbar=True,
+            disable_log=True,
+        )
+        return list(pipeline.generate(input=to_float(AUDIO))[0]["sentence_info"])
+
+
+def turns_of(answer: dict[str, Any]) -> list[SpeakerTurn]:
+    return [SpeakerTurn(t["start"], t["end"], t["spk"]) for t in answer["speakers"]]
+
+
+def test_the_turns_follow_the_voices(answer: dict[str, Any]) -> None:
+    turns = turns_of(answer)
+    assert [turn.speaker for turn in turns] == [0, 1] * 4
+    for index, turn in enumerate(turns):  # each turn: 3 s of speech after 2 s of quiet
+        speech_start = 2000 + 5000 * index
+        assert speech_start - 400 <= turn.start <= speech_start + 100
+        assert speech_start + 2900 <= turn.end <= speech_start + 3400
+
+
+def test_funasrs_sentences_get_funasrs_speakers_from_our_turns(
+    answer: dict[str, Any], funasr_sentences: list[dict[str, Any]]
+) -> None:
+    expected = [sentence["spk"] for sentence in funasr_sentences]
+    assert set(expected) == {0, 1}  # both voices: the comparison can fail
+    spans = [(sentence["start"], sentence["end"]) for sentence in funasr_sentences]
+    assert sentence_speakers(spans, turns_of(answer)) == expected
+
+
+def test_each_sentence_has_its_speaker(answer: dict[str, Any]) -> None:
+    sentences = answer["sentences"]
+    assert sentences
+    spans = [(sentence["start"], sentence["end"]) for sentence in sentences]
+    assert [s["spk"] for s in sentences] == sentence_speakers(spans, turns_of(answer))
+    assert {s["spk"] for s in sentences} == {0, 1}
+
+
+def test_spk_is_funasr_servers_spelling_and_without_either_there_are_no_speakers(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    spelled = transcribe(server, spk="True").json()
+    assert spelled["speakers"] == answer["speakers"]
+    plain = transcribe(server).json()
+    assert "speakers" not in plain
+    assert all("spk" not in sentence for sentence in plain["sentences"])
+    assert plain["text"] == answer["text"]
+    refused = transcribe(server, speakers="maybe")
+    assert refused.status_code == 400
+    assert "not true or false" in refused.json()["error"]["message"]
+
+
+def test_openais_sdk_reads_a_speaker_on_each_segment(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    with openai.OpenAI(base_url=server.http + "/v1", api_key="k", max_retries=0) as client:
+        verbose = client.audio.transcriptions.create(
+            model="whisper-1",
+            file=("talk.wav", wav(AUDIO)),
+            response_format="verbose_json",
+            extra_body={"speakers": "true"},
+        )
+        segments = [json.loads(s.model_dump_json()) for s in verbose.segments or []]
+        assert len(segments) == len(answer["sentences"])
+        assert [s["speaker"] for s in segments] == [s["spk"] for s in answer["sentences"]]
+        with pytest.raises(openai.BadRequestError, match="stream=true"):
+            client.audio.transcriptions.create(
+                model="whisper-1",
+                file=("talk.wav", wav(AUDIO)),
+                stream=True,
+                extra_body={"speakers": "true"},
+            )
