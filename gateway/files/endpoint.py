@@ -24,12 +24,13 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
 from gateway.funasr.results import stamp_sent, tag_fields
+from gateway.funasr.speaker_labels import turns_json
 from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
 from gateway.session.long_audio import Decoded, transcribe_long
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import speakers_of, turns_json, with_speaker_turns
+from gateway.session.speakers import speakers_of, with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import SpeakerTurn, StreamOptions
 

@@ -59,6 +59,9 @@ class SessionConfig:
     # Ours: the served model to use (ASR_MODELS' names; None: the URL's ?model=, else the
     # default). FunASR's clients never send it.
     model: str | None = None
+    # funasr-server's spk, for the offline mode: each sentence's speaker (CAM++), and the
+    # speaker turns, on the offline result. Other modes refuse it.
+    spk: bool = False
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -182,4 +185,5 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         timing=pick("timing", read_bool, old.timing),
         resumable=pick("resumable", read_bool, old.resumable),
         model=pick("model", _model, old.model),
+        spk=pick("spk", read_bool, old.spk),
     )

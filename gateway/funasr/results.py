@@ -21,7 +21,8 @@ from typing import Literal, Protocol
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from shared.messages import SentenceStamp, SpeechTags, StreamResult
+from gateway.funasr.speaker_labels import sentence_speakers, turns_json
+from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamResult
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 
@@ -264,7 +265,9 @@ class WholeText:
     final result. Several streams are the segments of one long utterance (``offsets_ms``:
     where each starts): their texts joined as FunASR joins its VAD segments', their
     timestamps moved to where each starts. ``text_is_delta``: each result's text is new
-    text (else the final result holds all of it)."""
+    text (else the final result holds all of it). ``speakers``: one more stream comes after
+    the segments', a speaker stream, whose turns give each of ``stamp_sents`` its ``spk``
+    and the frame its ``speakers``."""
 
     def __init__(
         self,
@@ -274,6 +277,7 @@ class WholeText:
         final: bool,
         offsets_ms: Sequence[int],
         text_is_delta: bool,
+        speakers: bool = False,
     ) -> None:
         self.mode = mode
         self.label = label
@@ -292,8 +296,13 @@ class WholeText:
         self._tags: SpeechTags | None = None  # the first segment's that has them
         self._queue_ms = self._compute_ms = 0.0
         self._last: tuple[StreamResult, int] | None = None  # the last final, its worker
+        self._speakers = speakers
+        self._turns: tuple[SpeakerTurn, ...] = ()
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
+        if self._speakers and len(self._texts) == len(self._offsets_ms):
+            self._turns = result.speakers or self._turns  # the speaker stream's
+            return []
         self._pieces.append(result.text)
         self._queue_ms += result.queue_ms
         self._compute_ms += result.compute_ms
@@ -315,6 +324,13 @@ class WholeText:
         extra.update(queue_ms=round(self._queue_ms, 3), compute_ms=round(self._compute_ms, 3))
         if self._timestamps:
             extra["timestamp"] = timestamp_field(self._timestamps)
+        if self._speakers:
+            spans = [(int(s["start"]), int(s["end"])) for s in self._sentences]  # type: ignore[call-overload]
+            for sentence, speaker in zip(
+                self._sentences, sentence_speakers(spans, self._turns), strict=True
+            ):
+                sentence["spk"] = speaker
+            extra["speakers"] = turns_json(self._turns)
         if self._sentences:
             extra["stamp_sents"] = self._sentences
         if self._tags is not None:

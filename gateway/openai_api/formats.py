@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-from gateway.session.speakers import sentence_speakers
+from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SentenceStamp, SpeakerTurn
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]

@@ -16,7 +16,6 @@ sentences and turns: each sentence looks only at the turns that overlap it.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -25,7 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.audio.segment import BYTES_PER_MS
-from gateway.session.long_audio import speech_regions
+from gateway.funasr.speaker_labels import sentence_speakers
+from gateway.session.long_audio import Pcm, speech_regions
 from shared.errors import GatewayError
 from shared.messages import MAX_SPEECH_REGIONS, SentenceStamp, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
@@ -37,11 +37,8 @@ class TooManyRegionsError(GatewayError):
     """The file has more speech regions than one speaker stream may carry."""
 
 
-async def speaker_turns(
-    speaker_pool: WorkerPool, vad_pool: WorkerPool, samples: npt.NDArray[np.int16]
-) -> tuple[SpeakerTurn, ...]:
-    """The file's speaker turns: its VAD regions, embedded and clustered by the pool."""
-    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")
+async def speech_ms(vad_pool: WorkerPool, pcm: Pcm) -> tuple[tuple[int, int], ...]:
+    """Where the VAD pool hears speech in ``pcm``, in ms, as a speaker stream takes them."""
     regions = tuple(
         (start // BYTES_PER_MS, end // BYTES_PER_MS)
         for start, end in await speech_regions(vad_pool, pcm)
@@ -51,6 +48,14 @@ async def speaker_turns(
         raise TooManyRegionsError(
             f"{len(regions)} speech regions; speaker labels take at most {MAX_SPEECH_REGIONS}"
         )
+    return regions
+
+
+async def speaker_turns(
+    speaker_pool: WorkerPool, vad_pool: WorkerPool, samples: npt.NDArray[np.int16]
+) -> tuple[SpeakerTurn, ...]:
+    """The file's speaker turns: its VAD regions, embedded and clustered by the pool."""
+    regions = await speech_ms(vad_pool, np.ascontiguousarray(samples, dtype="<i2").data.cast("B"))
     turns: tuple[SpeakerTurn, ...] = ()
     async with speaker_pool.open_stream(StreamOptions(speech_regions=regions)) as stream:
 
@@ -101,33 +106,6 @@ async def with_speaker_turns(
     return done[0], turns
 
 
-def sentence_speakers(spans: Sequence[tuple[int, int]], turns: Sequence[SpeakerTurn]) -> list[int]:
-    """Each ``(start, end)`` span's speaker (ms), as funasr's ``distribute_spk`` gives it:
-    the speaker of the turn it overlaps most, where a later turn of the speaker already
-    chosen adds its overlap to the lead; 0 for a span no turn overlaps. ``turns`` are in
-    order and do not overlap (``postprocess`` makes them so), so only the turns that
-    overlap a span can change its speaker, and only those are looked at."""
-    ends = [turn.end for turn in turns]
-    speakers = []
-    for start, end in spans:
-        speaker, lead = 0, 0
-        for turn in turns[bisect.bisect_right(ends, start) :]:
-            if turn.start >= end:
-                break
-            overlap = max(min(end, turn.end) - max(start, turn.start), 0)
-            if overlap > lead:
-                lead, speaker = overlap, turn.speaker
-            if overlap > 0 and speaker == turn.speaker:
-                lead += overlap
-        speakers.append(speaker)
-    return speakers
-
-
 def speakers_of(sentences: Sequence[SentenceStamp], turns: Sequence[SpeakerTurn]) -> list[int]:
     """Each sentence's speaker, from its first token's start to its last token's end."""
     return sentence_speakers([(s.start, s.end) for s in sentences], turns)
-
-
-def turns_json(turns: Sequence[SpeakerTurn]) -> list[dict[str, int]]:
-    """The turns as the answers give them: ``{"start", "end", "spk"}`` in ms."""
-    return [{"start": t.start, "end": t.end, "spk": t.speaker} for t in turns]

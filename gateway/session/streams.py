@@ -19,12 +19,14 @@ from gateway.limits.admission import Place
 from gateway.limits.budget import HeldAudio
 from gateway.session.long_audio import find_segments
 from gateway.session.serving import ServedModel, Serving
+from gateway.session.speakers import speech_ms
 from gateway.session.utterance import Utterance, UtteranceSettings
 from gateway.session.utterance.actions import (
     Action,
     AskVad,
     CloseStream,
     FindSegments,
+    FindSpeech,
     FinishStream,
     HoldAudio,
     OpenStream,
@@ -121,6 +123,7 @@ class SessionStreams:
             max_segment_bytes=settings.max_segment_bytes,
             endpoint=settings.endpoint,
             whole_text_is_delta=self._pools[Pool.WHOLE].text_is_delta,
+            speakers=Pool.SPEAKER in self._pools,
         )
 
     async def carry_out(self, utterance: Utterance, actions: list[Action]) -> None:
@@ -167,6 +170,10 @@ class SessionStreams:
                     settings.endpoint.threshold,
                 )
                 return utterance.segments_found(segments)
+            case FindSpeech(pcm=pcm):
+                vad_pool = self._model.vad_pool
+                assert vad_pool is not None, "a speaker model needs a VAD model"
+                return utterance.speech_found(await speech_ms(vad_pool, pcm))
         return []
 
     def relayed(self, stream: AudioStream) -> None:
@@ -199,4 +206,6 @@ def _pools_of(model: ServedModel) -> dict[Pool, WorkerPool]:
     pools = {Pool.STREAMING: model.pool, Pool.WHOLE: model.whole_utterance_pool}
     if model.vad_pool is not None:
         pools[Pool.VAD] = model.vad_pool
+    if model.speaker_pool is not None:
+        pools[Pool.SPEAKER] = model.speaker_pool
     return pools

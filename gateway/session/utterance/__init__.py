@@ -22,12 +22,19 @@ from gateway.session.utterance.offline import Offline
 from gateway.session.utterance.online import Online
 from gateway.session.utterance.two_pass_energy import TwoPassEnergy
 from gateway.session.utterance.two_pass_vad import TwoPassVad
+from shared.errors import ProtocolError
 
 __all__ = ["Utterance", "UtteranceSettings", "utterance_for"]
 
 
 def utterance_for(config: SessionConfig, settings: UtteranceSettings, *, vad: bool) -> Utterance:
-    """The utterance ``config`` starts; ``vad``: 2pass sentences end where the VAD pool says."""
+    """The utterance ``config`` starts; ``vad``: 2pass sentences end where the VAD pool says.
+    A ``spk`` the session cannot serve is refused (``ProtocolError``): speakers are told
+    apart in a whole utterance (``offline``), by a model that has a speaker model."""
+    if config.spk and config.mode != "offline":
+        raise ProtocolError("spk (speaker labels) is served in the offline mode only")
+    if config.spk and not settings.speakers:
+        raise ProtocolError("spk: the session's model has no speaker model (ASR_SPEAKER_MODEL)")
     match config.mode:
         case "online":
             return Online(config, settings)

@@ -1,9 +1,9 @@
 """What an utterance asks the session to do: the actions its logic returns (sans I/O).
 
 An utterance names its pool streams by :class:`StreamRef`; the session opens a real pool
-stream for each and does the rest. Two actions are questions (:class:`AskVad`,
-:class:`FindSegments`): the session answers each before it feeds the utterance anything
-else, and a question is always the last action of a list.
+stream for each and does the rest. Three actions are questions (:class:`AskVad`,
+:class:`FindSegments`, :class:`FindSpeech`): the session answers each before it feeds the
+utterance anything else, and a question is always the last action of a list.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class Pool(enum.Enum):
     STREAMING = "streaming"  # the streaming model's
     WHOLE = "whole"  # the offline model's when ASR_OFFLINE_MODEL is set, else the streaming one's
     VAD = "vad"  # ASR_VAD_MODEL's FSMN-VAD
+    SPEAKER = "speaker"  # ASR_SPEAKER_MODEL's CAM++
 
 
 @dataclass(slots=True, eq=False)  # told apart by identity
@@ -100,6 +101,14 @@ class FindSegments:
     pcm: Pcm
 
 
+@dataclass(frozen=True, slots=True)
+class FindSpeech:
+    """Question: where the VAD pool hears speech in ``pcm``, ``(start, end)`` in ms (the
+    regions a speaker stream embeds); answered with ``Offline.speech_found``."""
+
+    pcm: Pcm
+
+
 Action = (
     OpenStream
     | RelayResults
@@ -110,4 +119,5 @@ Action = (
     | ReleaseAudio
     | AskVad
     | FindSegments
+    | FindSpeech
 )

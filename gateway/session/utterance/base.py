@@ -26,6 +26,8 @@ class UtteranceSettings:
     # Of the pool decoding whole audio: each result's text is new text (else the final
     # result holds all of it).
     whole_text_is_delta: bool
+    # The session's model has a speaker pool (ASR_SPEAKER_MODEL): offline ``spk`` is served.
+    speakers: bool = False
 
 
 class Utterance(ABC):
@@ -65,6 +67,9 @@ class Utterance(ABC):
 
     def segments_found(self, segments: Sequence[Segment]) -> list[Action]:
         raise AssertionError(f"{type(self).__name__} asks for no segments")
+
+    def speech_found(self, regions: Sequence[tuple[int, int]]) -> list[Action]:
+        raise AssertionError(f"{type(self).__name__} asks where the speech is of nothing")
 
     @abstractmethod
     def _audio(self, pcm: bytes) -> list[Action]:

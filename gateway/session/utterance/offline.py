@@ -4,6 +4,10 @@ The audio is held in the gateway (``HoldAudio``, against ASR_MAX_BUFFERED_SECOND
 the end, then decoded in one stream, as FunASR's offline server decodes it; longer than
 ASR_MAX_SEGMENT_SECONDS, it is first cut at pauses (the ``FindSegments`` question) and
 every segment is decoded in its own stream, all at once, for one result.
+
+With ``spk``, the VAD's speech regions are asked for first (``FindSpeech``), and the whole
+audio goes to a speaker stream with them, beside the decode: its turns label the result's
+sentences (``WholeText``'s ``speakers``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from gateway.funasr.results import WholeText
 from gateway.session.utterance.actions import (
     Action,
     FindSegments,
+    FindSpeech,
     FinishStream,
     HoldAudio,
     OpenStream,
@@ -25,13 +30,15 @@ from gateway.session.utterance.actions import (
     StreamRef,
 )
 from gateway.session.utterance.base import Utterance, UtteranceSettings
+from shared.messages import StreamOptions
 
 
 class Offline(Utterance):
     def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
         super().__init__(config, settings)
         self._audio_held = bytearray()
-        self._ended: bytearray | None = None  # the whole audio, while its segments are found
+        self._ended: bytearray | None = None  # the whole audio, while it is asked about
+        self._speech: tuple[tuple[int, int], ...] | None = None  # spk's regions, once found
 
     def _audio(self, pcm: bytes) -> list[Action]:
         if not pcm:
@@ -41,9 +48,21 @@ class Offline(Utterance):
 
     def _end(self) -> list[Action]:
         audio, self._audio_held = self._audio_held, bytearray()
-        if len(audio) <= self.settings.max_segment_bytes:
-            return self._decode(audio, [Segment(0, len(audio))])
         self._ended = audio
+        if self.config.spk:
+            return [FindSpeech(audio)]
+        return self._segment()
+
+    def speech_found(self, regions: Sequence[tuple[int, int]]) -> list[Action]:
+        self._speech = tuple(regions)
+        return self._segment()
+
+    def _segment(self) -> list[Action]:
+        audio = self._ended
+        assert audio is not None, "asked at the end"
+        if len(audio) <= self.settings.max_segment_bytes:
+            self._ended = None
+            return self._decode(audio, [Segment(0, len(audio))])
         return [FindSegments(audio)]
 
     def segments_found(self, segments: Sequence[Segment]) -> list[Action]:
@@ -54,15 +73,25 @@ class Offline(Utterance):
     def _decode(self, audio: bytearray, segments: Sequence[Segment]) -> list[Action]:
         streams = tuple(StreamRef(Pool.WHOLE) for _ in segments)
         options = self.config.stream_options()
+        speaker = StreamRef(Pool.SPEAKER) if self._speech is not None else None
         frames = WholeText(
             "offline",
             self.label,
             final=True,
             offsets_ms=[segment.start_ms for segment in segments],
             text_is_delta=self.settings.whole_text_is_delta,
+            speakers=speaker is not None,
         )
         actions: list[Action] = [OpenStream(stream, options) for stream in streams]
-        actions.append(RelayResults(streams, frames, last=True))
+        if speaker is not None:
+            assert self._speech is not None
+            actions.append(OpenStream(speaker, StreamOptions(speech_regions=self._speech)))
+            # The speaker stream's one result comes after every segment's: the writer reads
+            # the streams in order, and the frame is sent once all have answered.
+            actions.append(RelayResults((*streams, speaker), frames, last=True))
+            actions.append(FinishStream(speaker, memoryview(audio)))
+        else:
+            actions.append(RelayResults(streams, frames, last=True))
         if len(segments) == 1:
             actions.append(FinishStream(streams[0], audio))
         else:

@@ -106,6 +106,7 @@ def test_parse_config_keeps_omitted_fields_of_the_base() -> None:
         ({"svs_lang": "fr"}, "svs_lang"),
         ({"svs_lang": None}, "svs_lang"),
         ({"svs_itn": "false"}, "svs_itn"),
+        ({"spk": "yes"}, "spk"),
         ({"is_speaking": "yes"}, "is_speaking"),
         ({"is_speaking": 1}, "is_speaking"),
         ({"mode": "online", "is_finished": 1}, "is_finished"),
@@ -152,3 +153,8 @@ def test_svs_fields_default_as_funasrs_cpp_server_and_reach_the_stream_options()
     assert parse_config({}).stream_options().model_itn is True
     options = parse_config({"svs_lang": "yue", "svs_itn": False, "itn": True}).stream_options()
     assert (options.language, options.model_itn, options.itn) == ("yue", False, True)
+
+
+def test_spk_is_off_unless_the_config_asks() -> None:
+    assert parse_config({}).spk is False
+    assert parse_config({"spk": True}).spk is True

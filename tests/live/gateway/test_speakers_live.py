@@ -19,7 +19,8 @@ import pytest
 import soundfile
 
 from bench.common.gateway import Gateway, serve_blocking
-from gateway.session.speakers import sentence_speakers
+from bench.common.messages import END, config
+from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
 from workers.engines.funasr_quiet import quiet_funasr
 from workers.engines.paraformer import to_float
@@ -153,3 +154,53 @@ def test_openais_sdk_reads_a_speaker_on_each_segment(
                 stream=True,
                 extra_body={"speakers": "true"},
             )
+
+
+def offline_session(server: Gateway, **fields: object) -> list[dict[str, Any]]:
+    """A FunASR offline session over a real socket: every frame up to the final, or the
+    error frame and the close."""
+    from websockets.sync.client import connect
+
+    pcm = AUDIO.astype("<i2").tobytes()
+    frames: list[dict[str, Any]] = []
+    with connect(server.url, max_size=None, open_timeout=30) as ws:
+        ws.send(config(mode="offline", wav_name="talk", **fields))
+        for start in range(0, len(pcm), 32000):
+            ws.send(pcm[start : start + 32000])
+        ws.send(END)
+        for raw in ws:
+            frame = json.loads(raw)
+            frames.append(frame)
+            if frame.get("is_final") or frame.get("type") == "error":
+                break
+    return frames
+
+
+def test_the_offline_mode_labels_its_sentences_with_spk(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    (frame,) = offline_session(server, spk=True)
+    assert frame["mode"] == "offline"
+    assert frame["speakers"] == answer["speakers"]  # the same file, the same turns
+    sentences = frame["stamp_sents"]
+    spans = [(sentence["start"], sentence["end"]) for sentence in sentences]
+    assert [s["spk"] for s in sentences] == sentence_speakers(spans, turns_of(answer))
+    (plain,) = offline_session(server)
+    assert "speakers" not in plain
+    assert plain["text"] == frame["text"]
+    assert all("spk" not in sentence for sentence in plain["stamp_sents"])
+
+
+def test_spk_outside_the_offline_mode_is_refused_by_name(server: Gateway) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(server.url, open_timeout=30) as ws:
+        ws.send(config(mode="2pass", spk=True))
+        ws.send(AUDIO[:3200].astype("<i2").tobytes())
+        error = json.loads(ws.recv(timeout=30))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+    assert "offline mode only" in error["message"]
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1008

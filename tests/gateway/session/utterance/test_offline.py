@@ -3,14 +3,18 @@ long."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+
+import pytest
 
 from gateway.audio.segment import Segment
 from gateway.funasr.config import SessionConfig
-from gateway.funasr.results import WholeText
+from gateway.funasr.results import Label, WholeText
 from gateway.session.utterance import utterance_for
 from gateway.session.utterance.actions import (
     FindSegments,
+    FindSpeech,
     FinishStream,
     HoldAudio,
     OpenStream,
@@ -18,6 +22,8 @@ from gateway.session.utterance.actions import (
     RelayResults,
     ReleaseAudio,
 )
+from shared.errors import ProtocolError
+from shared.messages import SentenceStamp, SpeakerTurn, StreamResult
 from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
@@ -93,3 +99,57 @@ def test_the_resampler_tail_is_held_before_the_decode() -> None:
     (finish,) = [a for a in actions if isinstance(a, FinishStream)]
     assert held == len(finish.pcm) == 16000
     assert actions[-1] == ReleaseAudio(16000)
+
+
+def test_spk_asks_where_the_speech_is_then_decodes_beside_a_speaker_stream() -> None:
+    settings = replace(SETTINGS, max_segment_bytes=1000 * 32, speakers=True)
+    utterance = utterance_for(replace(CONFIG, spk=True), settings, vad=True)
+    pcm = loud(2500)
+    utterance.audio(pcm)
+    (question,) = utterance.end()
+    assert isinstance(question, FindSpeech)
+    assert bytes(question.pcm) == pcm
+    (cut,) = utterance.speech_found([(100, 1200), (1400, 2400)])  # then: where to cut it
+    assert isinstance(cut, FindSegments)
+    segments = [Segment(0, 1300 * 32), Segment(1300 * 32, len(pcm))]
+    actions = utterance.segments_found(segments)
+    (speaker,) = opened(actions, Pool.SPEAKER)
+    streams = opened(actions, Pool.WHOLE)
+    opening = next(a for a in actions if isinstance(a, OpenStream) and a.stream is speaker)
+    assert opening.options.speech_regions == ((100, 1200), (1400, 2400))
+    (relay,) = [a for a in actions if isinstance(a, RelayResults)]
+    assert relay.streams == (*streams, speaker)  # its turns come after every segment's text
+    assert isinstance(relay.frames, WholeText)
+    assert audio_of(actions, speaker) == pcm
+    assert actions[-1] == ReleaseAudio(len(pcm))
+
+
+def test_spk_is_refused_outside_offline_and_without_a_speaker_model() -> None:
+    with pytest.raises(ProtocolError, match="offline mode only"):
+        utterance_for(SessionConfig(mode="2pass", spk=True), SETTINGS, vad=False)
+    with pytest.raises(ProtocolError, match="no speaker model"):
+        utterance_for(replace(CONFIG, spk=True), SETTINGS, vad=False)
+
+
+def test_whole_text_with_speakers_labels_each_sentence_from_the_last_streams_turns() -> None:
+    frames = WholeText(
+        "offline",
+        Label("offline", "w"),
+        final=True,
+        offsets_ms=[0],
+        text_is_delta=False,
+        speakers=True,
+    )
+    sentence = SentenceStamp("a b", "。", 100, 900, ((100, 500), (500, 900)))
+    later = SentenceStamp("c", "", 1500, 1900, ((1500, 1900),))
+    frames.push(StreamResult(1, 0, "ab。c", True, sentences=(sentence, later)), 0)
+    turns = (SpeakerTurn(0, 1000, 0), SpeakerTurn(1000, 2000, 1))
+    frames.push(StreamResult(2, 0, "", True, speakers=turns), 1)
+    (frame,) = frames.finish()
+    message = json.loads(frame)
+    assert message["text"] == "ab。c"
+    assert [s["spk"] for s in message["stamp_sents"]] == [0, 1]
+    assert message["speakers"] == [
+        {"start": 0, "end": 1000, "spk": 0},
+        {"start": 1000, "end": 2000, "spk": 1},
+    ]

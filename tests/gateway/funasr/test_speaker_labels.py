@@ -7,7 +7,7 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.session.speakers import sentence_speakers, turns_json
+from gateway.funasr.speaker_labels import sentence_speakers, turns_json
 from shared.messages import SpeakerTurn
 
 
