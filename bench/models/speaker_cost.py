@@ -115,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(spans)} sentences",
             )
         )
+        # The most sentences a file can have: one per token, and the CIF predictor fires at
+        # most once per 60 ms frame.
+        spans = [(at, at + 50) for at in range(0, len(audio) // 16, 60)]
+        started = time.perf_counter()
+        sentence_speakers(spans, turns)
+        elapsed = f"{time.perf_counter() - started:.3f}"
+        lines.append(row("sentence_speakers, one per 60 ms", elapsed, f"{len(spans)} sentences"))
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         lines += ["", f"peak RSS of the process: {peak_mib:.0f} MiB"]
     print("\n".join(lines))
