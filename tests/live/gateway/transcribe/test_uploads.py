@@ -88,6 +88,22 @@ def test_hotwords_past_the_limits_are_refused_with_400(client: TestClient) -> No
     assert "hotwords must be a string" in response.json()["error"]["message"]
 
 
+def test_speakers_of_a_model_without_a_speaker_model_are_refused_with_400(
+    client: TestClient,
+) -> None:
+    files = {"file": ("a.wav", wav_bytes(speech(0.5)), "audio/wav")}
+    for field in ("speakers", "spk"):
+        response = client.post("/v1/transcribe", files=files, data={field: "true"})
+        assert response.status_code == 400
+        assert "no ASR_SPEAKER_MODEL" in response.json()["error"]["message"]
+    response = client.post("/v1/transcribe", json={"url": "http://127.0.0.1:9/a", "spk": 1})
+    assert response.status_code == 400
+    assert "not true or false" in response.json()["error"]["message"]
+    # false is the default, asked or not: the file is transcribed.
+    response = client.post("/v1/transcribe", files=files, data={"speakers": "FALSE"})
+    assert response.status_code == 200
+
+
 def test_requests_that_are_neither_multipart_nor_json_get_415(client: TestClient) -> None:
     response = client.post("/v1/transcribe", content=b"RIFF", headers={"content-type": "audio/wav"})
     assert response.status_code == 415
