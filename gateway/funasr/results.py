@@ -199,6 +199,12 @@ class ResultFrames(Protocol):
         """Why the session fails when a stream ends without its final result."""
         ...
 
+    @property
+    def background(self) -> bool:
+        """The writer goes on to the next passes while this one's streams decode; its
+        frames go out once they are ready, in order with the other background passes'."""
+        ...
+
     def push(self, result: StreamResult, worker: int) -> list[str]:
         """Frames for one result of the current stream (``worker`` serves it)."""
         ...
@@ -221,6 +227,7 @@ class Partials:
     says nothing: it is the rest of the audio, not a chunk."""
 
     unfinished = "the stream ended without its final result"
+    background = False
 
     def __init__(
         self,
@@ -268,6 +275,8 @@ class WholeText:
     text (else the final result holds all of it). ``speakers``: one more stream comes after
     the segments', a speaker stream, whose turns give each of ``stamp_sents`` its ``spk``
     and the frame its ``speakers``."""
+
+    background = False
 
     def __init__(
         self,

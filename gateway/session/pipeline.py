@@ -5,6 +5,8 @@
     forwarder: [events] -> the utterance's logic (gateway.session.utterance) -> its actions:
                pool streams opened, fed and finished; passes handed on -> [passes, bounded]
     writer:    [passes] -> each pass's stream results, in order -> ResultFrames -> [outbox]
+               (a background pass, a 2pass sentence's offline decode, is read beside the
+               passes after it, and its frames go out when it is done)
 
 Each mode's logic is sans I/O: it turns events into actions, and the forwarder only carries
 them out (``SessionStreams``), answering its questions (the VAD's answer to a piece, where
@@ -15,6 +17,7 @@ while a resumable session is parked they go on, and the outbox bounds what waits
 from __future__ import annotations
 
 import traceback
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +41,9 @@ from gateway.session.utterance import Utterance, utterance_for
 from shared.errors import WorkerError
 
 PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
+# Background passes pending at once (2pass sentences whose offline decode is not yet sent);
+# one more waits until the oldest is done, and with it the partials behind it.
+PASSES_BEHIND = 4
 
 
 class Pipeline:
@@ -63,6 +69,11 @@ class Pipeline:
         self.event_taken = anyio.Event()
         # Ends that asked for the acknowledgement and have not had it, oldest first.
         self.owed_acknowledgements: list[Label] = []
+        # Frames are made and put in the outbox under this: a background pass's frames
+        # (a 2pass-offline frame and the partials it resends) go in together, never split
+        # by a partial, so what the resend holds is exactly what came before it.
+        self._putting = anyio.Lock(fast_acquire=True)
+        self._behind: deque[anyio.Event] = deque()  # the background passes' ends, oldest first
 
     def close(self) -> None:
         """Close both streams and drop what waits in them: a closed memory stream keeps its
@@ -132,16 +143,26 @@ class Pipeline:
     # -- writer -----------------------------------------------------------------------
 
     async def write(self) -> None:
-        async for item in self._passes:
-            match item:
-                case Acknowledge(label=label):
-                    await self._acknowledge(label)
-                case Pass(last=last, frames=frames):
-                    await self._relay(item)
-                    if last:
-                        if frames.label.acknowledge:
-                            await self._acknowledge(frames.label)
-                        self._utterance_done()
+        try:
+            async with anyio.create_task_group() as group:
+                async for item in self._passes:
+                    match item:
+                        case Acknowledge(label=label):
+                            await self._acknowledge(label)
+                        case Pass(last=last, frames=frames):
+                            if frames.background:
+                                await self._behind_room()
+                                group.start_soon(self._relay_behind, item, *self._queue_behind())
+                            else:
+                                await self._relay(item)
+                            if last:
+                                await self._caught_up()
+                                if frames.label.acknowledge:
+                                    await self._acknowledge(frames.label)
+                                self._utterance_done()
+        except BaseExceptionGroup as exc:
+            # The session maps the error of one of its tasks to a close code.
+            raise _first_error(exc) from None
 
     async def _relay(self, item: Pass) -> None:
         """Put the pass's frames in the outbox: its streams' results, one stream after the
@@ -150,15 +171,59 @@ class Pipeline:
         for stream in item.streams:
             async with stream:
                 async for result in stream:
-                    for frame in frames.push(result, stream.worker_index):
-                        await self._outbox.put(frame)
+                    async with self._putting:
+                        for frame in frames.push(result, stream.worker_index):
+                            await self._outbox.put(frame)
                     if result.is_final:
                         break
                 else:
                     raise WorkerError(frames.unfinished)
             self.streams.relayed(stream)
-        for frame in frames.finish():
-            await self._outbox.put(frame)
+        async with self._putting:
+            for frame in frames.finish():
+                await self._outbox.put(frame)
+
+    def _queue_behind(self) -> tuple[anyio.Event | None, anyio.Event]:
+        """A background pass's place: the end of the one before it (None: none pending),
+        and its own."""
+        before = self._behind[-1] if self._behind else None
+        self._behind.append(anyio.Event())
+        return before, self._behind[-1]
+
+    async def _relay_behind(
+        self, item: Pass, before: anyio.Event | None, done: anyio.Event
+    ) -> None:
+        """A background pass: its streams read as their results come, its frames put in
+        the outbox once they are all in and the background pass before it is done."""
+        frames = item.frames
+        made: list[str] = []
+        for stream in item.streams:
+            async with stream:
+                async for result in stream:
+                    made += frames.push(result, stream.worker_index)
+                    if result.is_final:
+                        break
+                else:
+                    raise WorkerError(frames.unfinished)
+            self.streams.relayed(stream)
+        if before is not None:
+            await before.wait()
+        async with self._putting:
+            for frame in made + frames.finish():
+                await self._outbox.put(frame)
+        done.set()
+
+    async def _behind_room(self) -> None:
+        while self._behind and self._behind[0].is_set():
+            self._behind.popleft()
+        if len(self._behind) >= PASSES_BEHIND:
+            await self._behind.popleft().wait()
+
+    async def _caught_up(self) -> None:
+        """Every background pass's frames are in the outbox (each waits for the one before)."""
+        if self._behind:
+            await self._behind[-1].wait()
+            self._behind.clear()
 
     async def _acknowledge(self, label: Label) -> None:
         """FunASR's end-of-input acknowledgement, after the utterance's last result."""
@@ -172,6 +237,20 @@ def _drop_buffered(stream: MemoryObjectReceiveStream[Any]) -> None:
             stream.receive_nowait()
         except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
             return
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group`` that is not a cancellation, else the first."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending[:0] = exc.exceptions
+        else:
+            leaves.append(exc)
+    return next((exc for exc in leaves if not isinstance(exc, cancelled)), leaves[0])
 
 
 def _nothing() -> None:

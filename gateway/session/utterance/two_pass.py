@@ -5,7 +5,9 @@ Every byte goes to exactly one sentence's streaming pass (``2pass-online`` frame
 final) and is held for that sentence's offline pass. At the end of a sentence its
 streaming pass is finished, its audio decoded whole (``2pass-offline``, whose text
 replaces the sentence's partials; ``is_final`` only on the last sentence's), and the next
-sentence's streaming pass starts afresh. The offline pass starts ASR_SENTENCE_PREROLL_MS
+sentence's streaming pass starts afresh; its partials do not wait for the offline passes
+before it (``gateway.funasr.two_pass_frames``: the order of the frames, and why FunASR's
+clients still show every text once). The offline pass starts ASR_SENTENCE_PREROLL_MS
 before the sentence's detected speech (all of it when none was detected), as FunASR's
 2pass skips the silence before a sentence.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 from gateway.audio.chunker import ChunkCutter
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.funasr.config import SessionConfig
-from gateway.funasr.results import Partials, WholeText
+from gateway.funasr.two_pass_frames import SentencePartials, SentenceText, ShownPartials
 from gateway.session.utterance.actions import (
     Action,
     FinishStream,
@@ -38,6 +40,8 @@ class TwoPass(Utterance):
         self.sentence_origin = 0  # bytes of the utterance before this sentence
         self._streaming = StreamRef(Pool.STREAMING)
         self._cutter = ChunkCutter(config.chunk_bytes)
+        self._sentences = 0  # begun so far
+        self._shown = ShownPartials()
 
     def start(self) -> list[Action]:
         return self._open_streaming()
@@ -46,10 +50,11 @@ class TwoPass(Utterance):
         """A streaming pass for the sentence starting now."""
         self._streaming = StreamRef(Pool.STREAMING)
         self._cutter = ChunkCutter(self.config.chunk_bytes)
-        frames = Partials(
-            "2pass-online",
+        self._sentences += 1
+        frames = SentencePartials(
+            self._shown,
+            self._sentences,
             self.label,
-            final=False,
             timing=self.config.timing,
             chunk_bytes=self.config.chunk_bytes,
             origin_bytes=self.sentence_origin,
@@ -85,11 +90,12 @@ class TwoPass(Utterance):
         offset_ms = (self.sentence_origin + skip) * 1000 // BYTES_PER_SECOND
         self.sentence_origin += len(sentence)
         offline = StreamRef(Pool.WHOLE)
-        frames = WholeText(
-            "2pass-offline",
+        frames = SentenceText(
+            self._shown,
+            self._sentences,
             self.label,
             final=last,
-            offsets_ms=[offset_ms],
+            offset_ms=offset_ms,
             text_is_delta=self.settings.whole_text_is_delta,
         )
         actions += [

@@ -67,6 +67,22 @@ def test_a_pause_ends_a_sentence_exactly_where_the_endpointer_puts_it() -> None:
     assert last.final
 
 
+def test_offline_passes_are_relayed_behind_the_next_sentences_partials() -> None:
+    """Each sentence's offline pass is a background pass, and settling it resends the
+    later sentences' partials: the frames of one utterance share what they have shown."""
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False)
+    actions = utterance.start() + utterance.audio(loud(600) + quiet(300) + loud(300))
+    actions += utterance.end()
+    passes = relays(actions)
+    assert [r.frames.background for r in passes] == [False, True, False, True]
+    first_offline, second_partials = passes[1].frames, passes[2].frames
+    second_partials.push(StreamResult(0, 0, "later", False), worker=0)
+    first_offline.push(StreamResult(0, 0, "first.", True), worker=0)
+    offline, resent = (json.loads(frame) for frame in first_offline.finish())
+    assert (offline["mode"], offline["text"]) == ("2pass-offline", "first.")
+    assert (resent["mode"], resent["text"], resent["resent"]) == ("2pass-online", "later", True)
+
+
 def test_the_sentence_end_sequence() -> None:
     utterance = utterance_for(CONFIG, SETTINGS, vad=False)
     utterance.start()

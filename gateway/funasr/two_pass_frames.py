@@ -1,0 +1,118 @@
+"""A 2pass utterance's frames, in an order that FunASR's clients show whole (sans I/O).
+
+FunASR's clients keep two texts (its HTML5 page's ``offline_text`` and ``rec_text``,
+``funasr_wss_client.py``'s ``text_print_2pass_offline`` and ``text_print_2pass_online``):
+the offline text, every ``2pass-offline`` frame's text appended, and the online text, every
+``2pass-online`` frame's text appended since the last ``2pass-offline`` frame, which clears
+it. They show the offline text followed by the online text.
+
+A sentence's partials go out as they come, even while an earlier sentence's offline decode
+is pending (the writer relays offline passes in the background: ``SentenceText.background``),
+so the online text a client holds is the partials of every sentence not yet settled, in
+order. Each ``2pass-offline`` frame clears all of them, its own sentence's and the later
+ones'; right after it one ``2pass-online`` frame, marked ``"resent": true``, gives back the
+later sentences' partials as sent so far. So the client shows, at every frame, the settled
+sentences' offline texts followed by the partials of the others, and in the end the offline
+texts alone: nothing it was shown is lost, nothing is shown twice.
+"""
+
+from __future__ import annotations
+
+from gateway.funasr.results import Label, Partials, WholeText, result_message
+from shared.messages import StreamResult
+
+
+class ShownPartials:
+    """The partial text sent of each sentence of an utterance not yet settled, oldest
+    first: what a client's online text holds."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, list[str]] = {}  # sentences in the order they began
+
+    def sent(self, sentence: int, text: str) -> None:
+        if text:
+            self._texts.setdefault(sentence, []).append(text)
+
+    def settle(self, sentence: int) -> str:
+        """``sentence``'s offline frame goes out, which clears a client's online text:
+        forget its partials (and any earlier sentence's), and return the later sentences'
+        partial text, which the client must be sent again."""
+        for settled in [number for number in self._texts if number <= sentence]:
+            del self._texts[settled]
+        return "".join(text for texts in self._texts.values() for text in texts)
+
+
+class SentencePartials(Partials):
+    """Sentence ``sentence``'s streaming pass: ``2pass-online`` frames, never final, whose
+    texts ``shown`` records as they go out."""
+
+    def __init__(
+        self,
+        shown: ShownPartials,
+        sentence: int,
+        label: Label,
+        *,
+        timing: bool,
+        chunk_bytes: int,
+        origin_bytes: int,
+    ) -> None:
+        super().__init__(
+            "2pass-online",
+            label,
+            final=False,
+            timing=timing,
+            chunk_bytes=chunk_bytes,
+            origin_bytes=origin_bytes,
+        )
+        self._shown = shown
+        self._sentence = sentence
+
+    def push(self, result: StreamResult, worker: int) -> list[str]:
+        frames = super().push(result, worker)
+        if frames:
+            self._shown.sent(self._sentence, result.text)
+        return frames
+
+
+class SentenceText(WholeText):
+    """Sentence ``sentence``'s offline pass: its ``2pass-offline`` frame, then the later
+    sentences' partials resent, if they have any. Relayed in the background, behind the
+    later sentences' partials."""
+
+    background = True
+
+    def __init__(
+        self,
+        shown: ShownPartials,
+        sentence: int,
+        label: Label,
+        *,
+        final: bool,
+        offset_ms: int,
+        text_is_delta: bool,
+    ) -> None:
+        super().__init__(
+            "2pass-offline",
+            label,
+            final=final,
+            offsets_ms=[offset_ms],
+            text_is_delta=text_is_delta,
+        )
+        self._shown = shown
+        self._sentence = sentence
+
+    def finish(self) -> list[str]:
+        frames = super().finish()
+        resent = self._shown.settle(self._sentence)
+        if resent:
+            frames.append(resent_partials(resent, self.label.wav_name))
+        return frames
+
+
+def resent_partials(text: str, wav_name: str) -> str:
+    """The partial text a ``2pass-offline`` frame cleared in FunASR's clients, sent again.
+    ``resent`` (ours) tells a client that reads partials as deltas of one transcript to
+    skip it; it carries no timing fields: it is no chunk's result."""
+    return result_message(
+        mode="2pass-online", text=text, wav_name=wav_name, is_final=False, extra={"resent": True}
+    )

@@ -1,0 +1,188 @@
+"""The session's forwarder and writer on a 2pass utterance, in process: pools whose streams
+give the results the test hands them, so that an offline decode can be held pending while
+the next sentence's partials come, and the outbox read frame by frame."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, cast
+
+import anyio
+import pytest
+from anyio import wait_all_tasks_blocked
+
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, Event
+from gateway.limits.budget import AudioBudget
+from gateway.limits.model_places import ModelPlaces
+from gateway.session.outbox import Outbox
+from gateway.session.pipeline import Pipeline
+from gateway.session.serving import Serving
+from shared.messages import StreamOptions, StreamResult
+from tests.gateway.session.utterance.helpers import SETTINGS, loud, quiet
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5))  # 1920-byte chunks
+
+
+class FakeStream:
+    """A pool stream that gives the results it is handed (``give``)."""
+
+    worker_index = 0
+
+    def __init__(self) -> None:
+        self._in, self._out = anyio.create_memory_object_stream[StreamResult](16)
+        self.finished = False
+
+    def give(self, text: str, *, final: bool = False) -> None:
+        self._in.send_nowait(StreamResult(0, 0, text, final))
+
+    async def send(self, audio: Any) -> None:
+        pass
+
+    async def finish(self, audio: Any = b"") -> None:
+        self.finished = True
+
+    async def aclose(self) -> None:
+        self._in.close()
+        self._out.close()
+
+    async def __aenter__(self) -> FakeStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> FakeStream:
+        return self
+
+    async def __anext__(self) -> StreamResult:
+        try:
+            return await self._out.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class FakePool:
+    text_is_delta = False
+
+    def __init__(self) -> None:
+        self.streams: list[FakeStream] = []
+
+    def open_stream(self, options: StreamOptions | None = None) -> FakeStream:
+        self.streams.append(FakeStream())
+        return self.streams[-1]
+
+
+class Session:
+    """A pipeline on fake pools, its events sent by the test, its frames read back."""
+
+    def __init__(self) -> None:
+        self.streaming, self.offline = FakePool(), FakePool()
+        model = SimpleNamespace(
+            pool=self.streaming,
+            whole_utterance_pool=self.offline,
+            vad_pool=None,
+            speaker_pool=None,
+            places=ModelPlaces("m", None),
+        )
+        settings = SimpleNamespace(
+            max_segment_bytes=SETTINGS.max_segment_bytes, endpoint=SETTINGS.endpoint
+        )
+        serving = SimpleNamespace(default=model, settings=settings, budget=AudioBudget(1 << 30))
+        self.events_in, events = anyio.create_memory_object_stream[Event](8)
+        self.outbox = Outbox()
+        self.done = 0
+        self.pipeline = Pipeline(cast(Serving, serving), events, self.outbox, self._done)
+
+    def _done(self) -> None:
+        self.done += 1
+
+    async def frames(self) -> list[dict[str, Any]]:
+        """The frames put in the outbox since the last call, once every task waits."""
+        await wait_all_tasks_blocked()
+        frames = []
+        while (unsent := self.outbox.next_unsent()) is not None:
+            number, frame = unsent
+            self.outbox.sent(number)
+            frames.append(json.loads(frame))
+        return frames
+
+
+def texts(frames: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    return [(f["mode"], f["text"], bool(f.get("resent"))) for f in frames]
+
+
+async def test_partials_go_out_while_the_previous_sentences_offline_decode_is_pending() -> None:
+    session = Session()
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.pipeline.forward)
+        group.start_soon(session.pipeline.write)
+        await session.events_in.send(ConfigReceived(CONFIG))
+        await session.events_in.send(AudioReceived(loud(600) + quiet(300) + loud(120)))
+        await wait_all_tasks_blocked()
+        first, second = session.streaming.streams
+        (offline_first,) = session.offline.streams
+        first.give("a")
+        first.give("b", final=True)
+        second.give("c")
+        assert texts(await session.frames()) == [
+            ("2pass-online", "a", False),
+            ("2pass-online", "b", False),
+            ("2pass-online", "c", False),  # not waiting behind sentence 0's offline pass
+        ]
+        offline_first.give("AB.", final=True)
+        assert texts(await session.frames()) == [
+            ("2pass-offline", "AB.", False),
+            ("2pass-online", "c", True),  # what that frame cleared in FunASR's clients
+        ]
+        second.give("d")
+        await session.events_in.send(EndOfUtterance())
+        await wait_all_tasks_blocked()
+        second.give("", final=True)
+        _, offline_second = session.offline.streams
+        offline_second.give("CD.", final=True)
+        last = await session.frames()
+        assert texts(last) == [("2pass-online", "d", False), ("2pass-offline", "CD.", False)]
+        assert last[-1]["is_final"] is True
+        assert session.done == 1
+        session.events_in.close()
+
+
+async def test_offline_frames_keep_sentence_order_and_the_final_comes_last() -> None:
+    """Sentence 1's offline decode finishes before sentence 0's: its frame waits."""
+    session = Session()
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.pipeline.forward)
+        group.start_soon(session.pipeline.write)
+        await session.events_in.send(ConfigReceived(CONFIG))
+        audio = loud(600) + quiet(300) + loud(600) + quiet(300) + loud(120)
+        await session.events_in.send(AudioReceived(audio))
+        await session.events_in.send(EndOfUtterance())
+        for number in range(3):
+            await wait_all_tasks_blocked()  # the forwarder opens each once the writer takes one
+            session.streaming.streams[number].give(f"p{number}", final=True)
+        assert texts(await session.frames()) == [
+            ("2pass-online", "p0", False),
+            ("2pass-online", "p1", False),
+            ("2pass-online", "p2", False),
+        ]
+        first, second, third = session.offline.streams
+        third.give("S2.", final=True)
+        second.give("S1.", final=True)
+        assert await session.frames() == []
+        assert session.done == 0
+        first.give("S0.", final=True)
+        frames = await session.frames()
+        assert texts(frames) == [
+            ("2pass-offline", "S0.", False),
+            ("2pass-online", "p1p2", True),
+            ("2pass-offline", "S1.", False),
+            ("2pass-online", "p2", True),
+            ("2pass-offline", "S2.", False),
+        ]
+        assert [f["is_final"] for f in frames] == [False, False, False, False, True]
+        assert session.done == 1
+        session.events_in.close()
