@@ -138,6 +138,7 @@ async def receive(
     args: argparse.Namespace,
 ) -> None:
     sentence_partials: list[str] = []  # 2pass: each sentence's last partial
+    partial_sentence = 0  # 2pass: the sentence of the latest partial
     while True:
         message = json.loads(await asyncio.wait_for(ws.recv(), args.timeout))
         now = time.perf_counter()
@@ -146,6 +147,8 @@ async def receive(
             if message.get("code") in REFUSAL_CODES and record.first_partial_s is None:
                 record.refused, record.error = True, None
             return
+        if message.get("resent"):
+            continue  # partials given back after a 2pass-offline frame: no chunk's result
         if "queue_ms" in message:
             record.queue_ms.append(float(message["queue_ms"]))
             record.compute_ms.append(float(message["compute_ms"]))
@@ -155,7 +158,15 @@ async def receive(
         if mode == "2pass-offline":
             record.sentences += 1
         elif mode == "2pass-online":
-            sentence_partials[record.sentences :] = [str(message.get("text", ""))]
+            # Our partials do not wait for the sentence before's offline result: each
+            # sentence's streaming pass numbers its results (seq) from 0. FunASR's own server
+            # numbers none, and sends a sentence's partials after the offline result before.
+            seq = message.get("seq")
+            if not isinstance(seq, int):
+                partial_sentence = record.sentences
+            elif seq == 0 and len(sentence_partials) > partial_sentence:
+                partial_sentence += 1
+            sentence_partials[partial_sentence:] = [str(message.get("text", ""))]
         # FunASR's own server also marks a 2pass sentence that ends before the input does
         # is_final: only a final after the end of input ends the stream.
         if message.get("is_final") and (end_sent or mode != "2pass-offline"):
