@@ -4,8 +4,8 @@ Like the offline Paraformer (``workers.engines.paraformer_offline``; both are
 ``workers.engines.whole_utterance``), a stream's audio is buffered in the worker and decoded
 when its final piece comes, and the utterances whose finals are in the same step are decoded
 together: one ``generate`` call per group of similar lengths, of the same language and ITN
-choice (funasr's ``inference`` takes one of each per call). The decode is funasr's own ``generate(language=..., use_itn=...)``, so the text is
-exactly what funasr gives.
+choice (funasr's ``inference`` takes one of each per call). The decode is funasr's own
+``generate(language=..., use_itn=...)``, so the text is exactly what funasr gives.
 
 SenseVoice writes its tags in front of the text (``<|zh|><|NEUTRAL|><|Speech|><|woitn|>``);
 they become the result's :class:`~shared.messages.SpeechTags` and never stay in the text.
