@@ -11,9 +11,10 @@ is pending (the writer relays offline passes in the background: ``SentenceText.b
 so the online text a client holds is the partials of every sentence not yet settled, in
 order. Each ``2pass-offline`` frame clears all of them, its own sentence's and the later
 ones'; right after it one ``2pass-online`` frame, marked ``"resent": true``, gives back the
-later sentences' partials as sent so far. So the client shows, at every frame, the settled
-sentences' offline texts followed by the partials of the others, and in the end the offline
-texts alone: nothing it was shown is lost, nothing is shown twice.
+later sentences' partials as sent so far. So the client shows, after every frame, the
+settled sentences' offline texts followed by the partials of the others (but for the
+instant between an offline frame and its resend, which go out together), and in the end
+the offline texts alone: nothing it was shown is lost, nothing is shown twice.
 """
 
 from __future__ import annotations

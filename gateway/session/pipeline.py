@@ -72,7 +72,7 @@ class Pipeline:
         # Frames are made and put in the outbox under this: a background pass's frames
         # (a 2pass-offline frame and the partials it resends) go in together, never split
         # by a partial, so what the resend holds is exactly what came before it.
-        self._putting = anyio.Lock(fast_acquire=True)
+        self._putting = anyio.Lock()
         self._behind: deque[anyio.Event] = deque()  # the background passes' ends, oldest first
 
     def close(self) -> None:
