@@ -50,12 +50,21 @@ def trace_to_onnx(
         os.replace(partial, path)
 
 
-def quantize_matmuls(source: Path, target: Path, feeds: list[dict[str, Any]]) -> None:
+def quantize_matmuls(
+    source: Path,
+    target: Path,
+    feeds: list[dict[str, Any]],
+    *,
+    qdq: bool = False,
+    per_channel: bool = True,
+    signed_activations: bool = False,
+) -> None:
     """``target``: ``source`` with its MatMuls statically quantized (QOperator, per-channel
     weights, MinMax activation ranges calibrated on ``feeds``, the graph's own inputs); as
     funasr, the output layer and the biases are not. Fixed scales make a row's output
     independent of its batch-mates (dynamic quantization picks them per call), and the
-    integer kernels run faster (VNNI)."""
+    integer kernels run faster (VNNI). ``qdq``, ``per_channel`` and ``signed_activations``
+    (s8 x s8 rather than u8 x s8) make the variants ``bench.models.roofline`` compares."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationMethod,
@@ -72,10 +81,10 @@ def quantize_matmuls(source: Path, target: Path, feeds: list[dict[str, Any]]) ->
             model_input=str(source),
             model_output=str(partial),
             calibration_data_reader=_FeedReader(feeds),
-            quant_format=QuantFormat.QOperator,
+            quant_format=QuantFormat.QDQ if qdq else QuantFormat.QOperator,
             op_types_to_quantize=["MatMul"],
-            per_channel=True,
-            activation_type=QuantType.QUInt8,
+            per_channel=per_channel,
+            activation_type=QuantType.QInt8 if signed_activations else QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax,
             nodes_to_exclude=excluded,
