@@ -440,8 +440,8 @@ OFFLINE_NICE = Setting(
     NICENESS,
     0,
     "how much lower the offline pool's workers run than the others (Unix nice; 10: a"
-    " sentence's decode yields the cores to streaming chunks, but the next sentence's"
-    " partials wait for it: 6 instead of 8 2pass sessions here, BENCHMARKS.md)",
+    " sentence's decode yields the cores to streaming chunks, and its 2pass-offline result"
+    " and the final come later; docs/workers.md)",
 )
 VAD_MODEL = Setting(
     "ASR_VAD_MODEL",

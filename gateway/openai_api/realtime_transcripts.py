@@ -46,6 +46,10 @@ class Transcripts:
         if not state.dropped:
             if frame.get("mode") == "2pass-offline":
                 state.finals.append(text)
+            elif frame.get("resent") is True:
+                # Partials sent again after a 2pass-offline frame, for FunASR's clients that
+                # clear them on it: already streamed here, so nothing new.
+                pass
             elif text:
                 delta = self._streamed(state, text)
                 if delta:

@@ -255,6 +255,32 @@ def test_results_become_deltas_and_one_completed_per_turn() -> None:
     assert transcripts.result(frame("2pass-offline", "late", True)) == []  # item forgotten
 
 
+def test_partials_resent_after_a_sentences_offline_frame_are_no_new_delta() -> None:
+    """A turn of two 2pass sentences: the second's partials come before the first's
+    offline frame, and again after it ("resent", for FunASR's clients); streamed once."""
+    turns = buffer(RealtimeSettings(rate=16000, turn_detection=None))
+    item = committed_item(turns)
+    transcripts = Transcripts(turns, text_is_delta=True)
+
+    def frame(mode: str, text: str, final: bool = False, **extra: object) -> dict[str, object]:
+        return {"mode": mode, "text": text, "wav_name": item, "is_final": final, **extra}
+
+    deltas = [
+        event.get("delta")
+        for result in (
+            frame("2pass-online", "你好"),
+            frame("2pass-online", "世界"),
+            frame("2pass-offline", "你好。"),
+            frame("2pass-online", "世界", resent=True),
+            frame("2pass-online", "们"),
+        )
+        for event in transcripts.result(result)
+    ]
+    assert deltas == ["你好", "世界", "们"]
+    done = transcripts.result(frame("2pass-offline", "世界们。", final=True))
+    assert done[0]["transcript"] == "你好。 世界们。"
+
+
 def committed_item(turns: InputBuffer) -> str:
     item = str(session_texts(turns.start())[0]["wav_name"])
     turns.append(loud(1.0))
