@@ -17,30 +17,23 @@ the worker its audio and one batch's features, never all of them at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import SAMPLE_RATE, EngineSpec, SpeakerTurn, StreamOptions
-from workers.engines.base import ChunkItem, ChunkOutput
+from shared.messages import SAMPLE_RATE, EngineSpec, SpeakerTurn
 from workers.engines.funasr_quiet import quiet_funasr
 from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.table import Answer, Step, engine_error
+from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine
 
 EMBEDDING_BATCH = 64  # windows of 1.5 s per CAM++ forward pass
 SAMPLES_PER_MS = SAMPLE_RATE // 1000
 
 
-@dataclass(slots=True)
-class _File:
-    regions: tuple[tuple[int, int], ...]
-    pieces: list[Samples] = field(default_factory=list)
-
-
-class CamppEngine(TableEngine[_File]):
+class CamppEngine(WholeUtteranceEngine):
     name = EngineName.CAMPPLUS
     # One result at the end, of speaker turns (no text): a whole-utterance engine.
     capabilities = EngineCapabilities(text_is_delta=True, decodes_at_final=True)
@@ -60,25 +53,15 @@ class CamppEngine(TableEngine[_File]):
             raise ValueError("the campplus engine needs a model directory")
         return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
 
-    def open_stream(self, stream_id: int, options: StreamOptions) -> None:
-        self.streams.open(stream_id, _File(options.speech_regions))
-
-    def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
-        step = self.streams.step(items)
-        for index, item, file in step.pending():
-            file.pieces.append(item.samples)
-            if not item.final:
-                step.answer(index)
-                continue
-            audio = np.concatenate(file.pieces)
-            file.pieces.clear()
+    def _answer_finals(self, step: Step[Utterance], finals: list[Final]) -> None:
+        # A file at a time: its windows are batched already, and files seldom end together.
+        for final in finals:
             try:
-                turns = self.speaker_turns(audio, file.regions)
+                turns = self.speaker_turns(final.audio, final.options.speech_regions)
             except Exception as exc:
-                step.fail(item.stream_id, engine_error(exc))
+                step.fail(final.item.stream_id, engine_error(exc))
                 continue
-            step.answer(index, Answer(speakers=turns))
-        return step.outputs()
+            step.answer(final.index, Answer(speakers=turns))
 
     def speaker_turns(
         self, audio: Samples, regions: Sequence[tuple[int, int]]

@@ -22,8 +22,7 @@ from bench.common.gateway import Gateway, serve_blocking
 from bench.common.messages import END, config
 from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
-from workers.engines.funasr_quiet import quiet_funasr
-from workers.engines.paraformer import to_float
+from tests.helpers.speakers import funasr_sentence_info
 from workers.models.synthetic_voices import HIGH, LOW, conversation
 
 pytestmark = pytest.mark.slow
@@ -75,19 +74,9 @@ def answer(server: Gateway) -> dict[str, Any]:
 def funasr_sentences(
     tiny_timestamp_model: Path, tiny_vad_model: Path, tiny_punc_model: Path, campplus_model: Path
 ) -> list[dict[str, Any]]:
-    with quiet_funasr():
-        from funasr import AutoModel
-
-        pipeline = AutoModel(
-            model=str(tiny_timestamp_model),
-            vad_model=str(tiny_vad_model),
-            punc_model=str(tiny_punc_model),
-            spk_model=str(campplus_model),
-            disable_update=True,
-            disable_pbar=True,
-            disable_log=True,
-        )
-        return list(pipeline.generate(input=to_float(AUDIO))[0]["sentence_info"])
+    return funasr_sentence_info(
+        AUDIO, tiny_timestamp_model, tiny_vad_model, tiny_punc_model, campplus_model
+    )
 
 
 def turns_of(answer: dict[str, Any]) -> list[SpeakerTurn]:

@@ -12,6 +12,7 @@ import yaml
 
 from shared.engines import EngineName
 from shared.messages import EngineSpec, SpeakerTurn, StreamOptions
+from tests.helpers.speakers import funasr_sentence_info
 from workers.engines.base import ChunkItem
 from workers.engines.campplus import CamppEngine
 from workers.engines.funasr_quiet import quiet_funasr
@@ -80,19 +81,10 @@ def test_labels_equal_funasrs_generate_with_a_speaker_model(
     """funasr's own pipeline end to end: VAD, ASR with token times, punctuation, CAM++ and
     clustering; each of its sentences' speaker is where our turns put that sentence."""
     with quiet_funasr():
-        from funasr import AutoModel
         from funasr.models.campplus.utils import distribute_spk
-
-        pipeline = AutoModel(
-            model=str(tiny_timestamp_model),
-            vad_model=str(tiny_vad_model),
-            punc_model=str(tiny_punc_model),
-            spk_model=str(campplus_model),
-            disable_update=True,
-            disable_pbar=True,
-            disable_log=True,
-        )
-        sentences = pipeline.generate(input=to_float(audio))[0]["sentence_info"]
+    sentences = funasr_sentence_info(
+        audio, tiny_timestamp_model, tiny_vad_model, tiny_punc_model, campplus_model
+    )
     funasr_labels = [sentence["spk"] for sentence in sentences]
     assert set(funasr_labels) == {0, 1}  # both voices heard: the comparison can fail
     turns = engine.speaker_turns(audio, funasr_regions)

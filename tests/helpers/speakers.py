@@ -1,0 +1,31 @@
+"""funasr's own speaker labelling, end to end, for the tests to compare with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workers.engines.funasr_quiet import quiet_funasr
+from workers.engines.paraformer import to_float
+
+
+def funasr_sentence_info(
+    audio: np.ndarray, asr: Path, vad: Path, punc: Path, speaker: Path
+) -> list[dict[str, Any]]:
+    """``AutoModel(model, vad_model, punc_model, spk_model).generate`` on ``audio``: its
+    sentences, each with the ``spk`` funasr gives it."""
+    with quiet_funasr():
+        from funasr import AutoModel
+
+        pipeline = AutoModel(
+            model=str(asr),
+            vad_model=str(vad),
+            punc_model=str(punc),
+            spk_model=str(speaker),
+            disable_update=True,
+            disable_pbar=True,
+            disable_log=True,
+        )
+        return list(pipeline.generate(input=to_float(audio))[0]["sentence_info"])
