@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import copy
+from typing import ClassVar, Self
 
 # WebSocket close codes (RFC 6455 and the IANA registry), as docs/protocol.md lists them.
 CLOSE_NORMAL = 1000
@@ -21,6 +22,15 @@ class GatewayError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def copy(self) -> Self:
+        """The same error, never raised: what to raise where one error reaches several tasks
+        (a lost worker's streams). One instance raised in two tasks gathers both tasks'
+        frames in its traceback, and whoever clears that traceback's frames would close the
+        other task's suspended coroutines."""
+        clone = copy.copy(self)  # by its class and args, with no traceback, cause or context
+        clone.__traceback__ = None
+        return clone
 
 
 class ProtocolError(GatewayError):

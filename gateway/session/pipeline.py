@@ -102,7 +102,9 @@ class Pipeline:
             event = None
             # A session ends by cancellation, and the traceback keeps the frames under this
             # one, with the audio being carried out, until the cyclic collector runs (the
-            # tuned one runs rarely): they are done with, so let go of their locals.
+            # tuned one runs rarely): they are done with, so let go of their locals. (Only
+            # this task's frames are there: an error that reaches several tasks is raised
+            # as a copy in each, see GatewayError.copy.)
             traceback.clear_frames(exc.__traceback__)
             raise
 

@@ -187,7 +187,10 @@ class WorkerHandle:
             case WorkerReady():
                 self.ready = first
                 self._whole_utterances = first.capabilities.decodes_at_final
+                stop_asked = self.state is WorkerState.STOPPING  # while it loaded
                 self.state = WorkerState.READY
+                if stop_asked:
+                    self.request_stop()  # now that it reads commands; else only the kill
                 return first
             case WorkerLoadFailed():
                 raise WorkerLoadError(f"worker {self.index} failed to load: {first.error}")

@@ -88,14 +88,14 @@ class AudioStream:
 
     def _check_can_send(self) -> None:
         if self._failed is not None:
-            raise self._failed
+            raise self._failed.copy()
         if self._finished:
             raise StreamClosedError(f"stream {self.stream_id} is already finished")
 
     async def _send_piece(self, piece: memoryview, final: bool) -> None:
         await self._window.acquire()
         if self._failed is not None:
-            raise self._failed
+            raise self._failed.copy()
         try:
             slot = await self._handle.acquire_slot() if len(piece) else NO_SLOT
             self._handle.send(
@@ -107,7 +107,7 @@ class AudioStream:
             # killed as hung"). Raise that rather than the bare "worker N is dead".
             with anyio.move_on_after(LOST_CAUSE_WAIT_S):
                 await self._failed_event.wait()
-            raise self._failed or gone from None
+            raise (self._failed or gone).copy() from None
         self._seq += 1
 
     async def receive(self) -> StreamResult:
@@ -117,7 +117,7 @@ class AudioStream:
         except anyio.ClosedResourceError:
             raise anyio.EndOfStream from None
         if isinstance(item, GatewayError):
-            raise item
+            raise item.copy()
         self._window.release()
         return item
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -168,6 +169,32 @@ async def test_a_worker_is_dead_from_the_eof_of_its_results() -> None:
         assert _process_state(victim_pid) is None
         audio = np.arange(5000, dtype=np.int16)
         assert await pool.transcribe(audio) == expected_checksum(audio)
+
+
+async def test_a_lost_workers_error_is_a_new_instance_each_time_it_is_raised() -> None:
+    """One error fails all of a lost worker's streams, and each stream is read and written
+    by tasks of their own. Were one instance raised in each, its traceback would gather
+    every task's frames, and a task clearing its traceback's frames (the session does, to
+    let go of audio) would close the others' suspended coroutines."""
+    async with _failing_pool() as pool:
+        streams = [pool.open_stream() for _ in range(2)]
+        pid = pool.status()[0].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        raised: list[BaseException] = []
+        with anyio.fail_after(10):
+            for stream in streams:
+                with pytest.raises(WorkerError, match="died") as received:
+                    await stream.receive()
+                with pytest.raises(WorkerError, match="died") as sent:
+                    await stream.send(np.ones(10, np.int16))
+                raised += [received.value, sent.value]
+        assert len({id(error) for error in raised}) == len(raised) == 4
+        for error in raised:  # each traceback holds only the frames its own raise went through
+            frames = traceback.extract_tb(error.__traceback__)
+            assert len(frames) == len({(frame.filename, frame.lineno) for frame in frames})
+        for stream in streams:
+            await stream.aclose()
 
 
 async def test_an_engine_exception_fails_that_steps_streams_and_not_the_worker() -> None:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import anyio
@@ -52,6 +53,30 @@ async def test_stop_leaves_no_process_and_no_segment() -> None:
         await pool.transcribe(np.ones(100, dtype=np.int16))
     assert all(pid is not None and not _alive(pid) for pid in pids)
     assert _our_segments() == before
+
+
+async def test_a_stop_while_a_replacement_loads_stops_it_without_the_kill() -> None:
+    """A stop asked while a worker loads is sent once it is ready: the pool does not wait
+    out ASR_WORKER_STOP_TIMEOUT (a minute here) for a worker that was never told to stop."""
+    settings = PoolSettings(model="checksum", devices=("cpu",), stop_timeout_s=60.0)
+    async with WorkerPool(settings) as pool:
+        pid = pool.status()[0].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while not _loading_a_replacement(pool, pid):  # noqa: ASYNC110 (another process)
+                await anyio.sleep(0.002)
+        replacement = pool.status()[0].pid
+        stop_asked = time.monotonic()
+    # The stop is shielded from cancellation: its length tells whether the worker was told.
+    assert time.monotonic() - stop_asked < settings.stop_timeout_s / 2
+    assert replacement is not None
+    assert not _alive(replacement)
+
+
+def _loading_a_replacement(pool: WorkerPool, lost_pid: int) -> bool:
+    (worker,) = pool.status()
+    return worker.pid != lost_pid and worker.state == "starting"
 
 
 async def test_sigkill_mid_stream_fails_only_that_workers_streams() -> None:
