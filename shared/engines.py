@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-# paraformer-onnx's graphs: fp32, or int8 (static quantization of the MatMuls).
+# The ONNX engines' graphs: fp32, or int8 (static quantization of the MatMuls).
 Precision = Literal["fp32", "int8"]
 
 
@@ -19,6 +19,7 @@ class EngineName(enum.StrEnum):
     CHECKSUM = "checksum"  # model-free: the samples and CRC-32 of the audio so far
     PARAFORMER = "paraformer"  # FunASR's streaming Paraformer under PyTorch
     PARAFORMER_ONNX = "paraformer-onnx"  # the same model under ONNX Runtime, batched
+    PARAFORMER_OPENVINO = "paraformer-openvino"  # the same export under OpenVINO (CPU)
     PARAFORMER_OFFLINE = "paraformer-offline"  # whole utterances, decoded at their end
     PARAFORMER_OFFLINE_ONNX = "paraformer-offline-onnx"  # the same under ONNX Runtime
     FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection

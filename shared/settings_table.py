@@ -26,11 +26,12 @@ from shared.env import (
 )
 
 Transport = Literal["shm", "queue"]
-# ASR_ENGINE chooses the runtime of a Paraformer model: funasr's PyTorch code, or ONNX
-# Runtime. Which engine a pool runs follows from its model (workers.engines' registry).
-Engine = Literal["paraformer", "paraformer-onnx"]
+# ASR_ENGINE chooses the runtime of a Paraformer model: funasr's PyTorch code, ONNX
+# Runtime, or OpenVINO for the streaming one (the rest on ONNX Runtime). Which engine a pool
+# runs follows from its model (workers.engines' registry).
+Engine = Literal["paraformer", "paraformer-onnx", "paraformer-openvino"]
 TRANSPORTS: tuple[Transport, ...] = ("shm", "queue")
-ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx")
+ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx", "paraformer-openvino")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 DEFAULT_MODEL = "paraformer-zh-streaming"
 
@@ -338,7 +339,9 @@ ENGINE = Setting(
     "paraformer",
     "`paraformer` (PyTorch, funasr's code) or `paraformer-onnx` (ONNX Runtime, batched steps;"
     " exported once at start-up), for every pool: the streaming and offline Paraformers,"
-    " the FSMN-VAD and the punctuation (a model with no ONNX engine stays on PyTorch)",
+    " the FSMN-VAD and the punctuation (a model with no ONNX engine stays on PyTorch);"
+    " `paraformer-openvino`: the streaming Paraformer's export under OpenVINO on the CPU"
+    " (`pip install openvino`), the other models as `paraformer-onnx`",
 )
 ONNX_PRECISION = Setting(
     "ASR_ONNX_PRECISION",

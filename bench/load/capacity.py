@@ -31,7 +31,7 @@ from bench.common import procfs
 from bench.common.report import header
 from bench.load import ws_load
 from bench.load.sweep import Config, start_gateway
-from bench.models.raw_ceiling import measure
+from bench.models.raw_ceiling import look_back_of, measure
 
 CHUNK_S = 0.6
 
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> Report:
     report = Report(args.name)
     if args.ceiling:
         runtime, precision, batch = args.ceiling.split(":")
-        look_back = (0, 0) if runtime == "paraformer-onnx" else (4, 1)
+        look_back = look_back_of(runtime)
         ceiling = measure(
             args.model, runtime, precision, look_back, 2, int(batch), args.ceiling_seconds, 1, 0
         )

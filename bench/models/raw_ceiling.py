@@ -9,9 +9,11 @@ efficiency is its throughput at saturation over this.
     python -m bench.models.raw_ceiling --model synthetic:large --processes 1,2 --seconds 30
     python -m bench.models.raw_ceiling --engine paraformer-onnx --precision int8 --streams 8
     python -m bench.models.raw_ceiling --engine paraformer-onnx --device cuda:0 --streams 64
+    python -m bench.models.raw_ceiling --engine paraformer-onnx,paraformer-openvino \
+        --precision int8 --streams 8 --processes 2    # side by side, repeats interleaved
 
-``--engine paraformer-onnx`` needs the export (``python -m workers.models.export DIR [--int8]``);
-with it, ``--streams`` is the batch of each step. Each process also reports its resident
+The ONNX engines' export is made first where it is missing (as a pool's start makes it);
+with them, ``--streams`` is the batch of each step. Each process also reports its resident
 memory at the end of the run.
 """
 
@@ -29,9 +31,10 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 
 from bench.common import procfs
-from shared.engines import Precision
+from shared.engines import EngineName, Precision
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
+from shared.settings_table import ENGINES
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
 from workers.models.resolve import resolve_model
@@ -110,6 +113,14 @@ def measure(
 ) -> CeilingRun:
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
     engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
+    if needs_onnx_export(engine):
+        import asyncio
+
+        from workers.pool.prepare import ensure_onnx_export
+
+        assert resolved.model_dir is not None
+        qdq = engine is EngineName.PARAFORMER_OPENVINO
+        asyncio.run(ensure_onnx_export(resolved.model_dir, precision, qdq))
     spec = EngineSpec(engine, device, resolved.model_dir, threads=threads, precision=precision)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
@@ -155,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N, as ASR_DEVICES")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--engine", choices=("paraformer", "paraformer-onnx"), default="paraformer")
+    parser.add_argument(
+        "--engine",
+        default="paraformer",
+        help=f"one of {', '.join(ENGINES)}, or several, comma-separated, measured in turns",
+    )
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     parser.add_argument(
         "--chunk-size",
@@ -168,36 +183,37 @@ def main(argv: list[str] | None = None) -> int:
         help="encoder,decoder chunk look-back (default: 4,1 for paraformer, 0,0 for onnx)",
     )
     args = parser.parse_args(argv)
-    if args.look_back is None:
-        args.look_back = "0,0" if args.engine == "paraformer-onnx" else "4,1"
-    encoder_look_back, decoder_look_back = (int(v) for v in args.look_back.split(","))
+    engines = args.engine.split(",")
+    if unknown := set(engines) - set(ENGINES):
+        parser.error(f"unknown engine {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
     a, b, c = (int(v) for v in args.chunk_size.split(","))
     chunk_size = (a, b, c)
     runs = []
     for processes in (int(p) for p in args.processes.split(",")):
         for repeat in range(args.repeat):
-            run = measure(
-                args.model,
-                args.engine,
-                args.precision,
-                (encoder_look_back, decoder_look_back),
-                processes,
-                args.streams,
-                args.seconds,
-                args.threads,
-                repeat,
-                args.device,
-                chunk_size,
-            )
-            print(json.dumps(asdict(run)), file=sys.stderr)
-            runs.append(run)
+            for runtime in engines:  # in turns: a noisy minute hits each engine alike
+                run = measure(
+                    args.model,
+                    runtime,
+                    args.precision,
+                    look_back_of(runtime, args.look_back),
+                    processes,
+                    args.streams,
+                    args.seconds,
+                    args.threads,
+                    repeat,
+                    args.device,
+                    chunk_size,
+                )
+                print(json.dumps(asdict(run)), file=sys.stderr)
+                runs.append(run)
     print(
         "| model | engine | batch | processes | runs | real-time streams (median, min-max)"
         " | ms per stream-chunk | RSS MiB per process |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for processes in sorted({r.processes for r in runs}):
-        mine = [r for r in runs if r.processes == processes]
+    for processes, engine in sorted({(r.processes, r.engine) for r in runs}):
+        mine = [r for r in runs if (r.processes, r.engine) == (processes, engine)]
         streams = [r.realtime_streams for r in mine]
         chunk = statistics.median(r.chunk_ms_mean for r in mine)
         rss = max(r.rss_mib_max for r in mine)
@@ -207,6 +223,15 @@ def main(argv: list[str] | None = None) -> int:
             f" | {chunk:.1f} | {rss:.0f} |"
         )
     return 0
+
+
+def look_back_of(runtime: str, given: str | None = None) -> tuple[int, int]:
+    """The encoder and decoder look-back to measure ``runtime`` at: ``given`` ("4,1"), else
+    what it decodes with (the ONNX graphs carry no look-back; PyTorch's default is 4,1)."""
+    if given is None:
+        return (4, 1) if runtime == "paraformer" else (0, 0)
+    encoder, decoder = (int(v) for v in given.split(","))
+    return encoder, decoder
 
 
 if __name__ == "__main__":

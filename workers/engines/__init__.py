@@ -33,6 +33,10 @@ def load_engine(spec: EngineSpec) -> Engine:
             from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 
             return ParaformerOnnxEngine.load(spec)
+        case EngineName.PARAFORMER_OPENVINO:
+            from workers.engines.paraformer_openvino import ParaformerOpenVinoEngine
+
+            return ParaformerOpenVinoEngine.load(spec)
         case EngineName.PARAFORMER_OFFLINE:
             from workers.engines.paraformer_offline import ParaformerOfflineEngine
 
@@ -76,12 +80,13 @@ def select_engine(
     (SeACo's hotwords, BiCifParaformer's timestamps), which ``model_dir`` tells: such a
     model, or one whose directory is not given, stays on ``paraformer-offline``. It puts
     an FSMN-VAD on ``fsmn-vad-onnx``, torch-free as well, and SenseVoiceSmall on
-    ``sensevoice-onnx``.
+    ``sensevoice-onnx``. ``paraformer-openvino`` puts a streaming Paraformer on OpenVINO,
+    and every other model where ``paraformer-onnx`` does.
     """
-    if runtime != EngineName.PARAFORMER_ONNX:
+    if runtime not in (EngineName.PARAFORMER_ONNX, EngineName.PARAFORMER_OPENVINO):
         return model_engine
     if model_engine is EngineName.PARAFORMER:
-        return EngineName.PARAFORMER_ONNX
+        return EngineName(runtime)
     if model_engine is EngineName.SENSEVOICE:
         return EngineName.SENSEVOICE_ONNX  # funasr's own export, no torch in the worker
     if model_engine is EngineName.FSMN_VAD:
@@ -98,6 +103,7 @@ def needs_onnx_export(engine: EngineName) -> bool:
     """Whether the engine loads an ONNX export of the model (``workers.models.export``)."""
     return engine in (
         EngineName.PARAFORMER_ONNX,
+        EngineName.PARAFORMER_OPENVINO,
         EngineName.PARAFORMER_OFFLINE_ONNX,
         EngineName.SENSEVOICE_ONNX,
     )

@@ -1,9 +1,10 @@
 """Where an ONNX export of a model directory lies, and whether it is up to date.
 
 What the ``paraformer-onnx`` engine loads and ``workers.models.export`` writes:
-``MODEL_DIR/onnx-gateway/`` holds ``encoder.onnx``, ``decoder.onnx`` (and their int8
-``*_int8.onnx``), the positional encoding's frequencies and ``manifest.json``, which records
-what they were exported from. No torch, no ONNX: the engine's worker imports this.
+``MODEL_DIR/onnx-gateway/`` holds ``encoder.onnx``, ``decoder.onnx`` (their int8
+``*_int8.onnx``, and the QDQ int8 ``*_int8_qdq.onnx`` that ``paraformer-openvino`` reads),
+the positional encoding's frequencies and ``manifest.json``, which records what they were
+exported from. No torch, no ONNX: the engine's worker imports this.
 A CT-Transformer's directory holds its punctuation export there instead
 (``PuncOnnxFiles``, written by ``workers.models.export_punc``), under a manifest of its
 own kind.
@@ -33,9 +34,11 @@ class OnnxFiles:
     decoder: Path
 
     @classmethod
-    def of(cls, model_dir: Path, precision: Precision) -> OnnxFiles:
+    def of(cls, model_dir: Path, precision: Precision, qdq: bool = False) -> OnnxFiles:
+        """``qdq``: int8 as QuantizeLinear/DequantizeLinear pairs around fp32 MatMuls, the
+        form OpenVINO reads as its own int8 (it cannot read ORT's QLinearMatMul)."""
         directory = model_dir / EXPORT_DIR_NAME
-        suffix = "_int8" if precision == "int8" else ""
+        suffix = ("_int8_qdq" if qdq else "_int8") if precision == "int8" else ""
         return cls(
             directory, directory / f"encoder{suffix}.onnx", directory / f"decoder{suffix}.onnx"
         )
@@ -56,8 +59,8 @@ def source_fingerprint(
     return digest.hexdigest()
 
 
-def up_to_date(model_dir: Path, precision: Precision) -> bool:
-    files = OnnxFiles.of(model_dir, precision)
+def up_to_date(model_dir: Path, precision: Precision, qdq: bool = False) -> bool:
+    files = OnnxFiles.of(model_dir, precision, qdq)
     try:
         manifest = json.loads((files.directory / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -156,13 +159,13 @@ def _offline_up_to_date(model_dir: Path, precision: Precision, manifest: dict[st
     )
 
 
-def require_export(model_dir: Path, precision: Precision) -> None:
+def require_export(model_dir: Path, precision: Precision, qdq: bool = False) -> None:
     """Refuse to load a Paraformer (either kind) whose export is missing or stale."""
-    if not up_to_date(model_dir, precision):
+    if not up_to_date(model_dir, precision, qdq):
+        int8 = " --int8" + (" --qdq" if qdq else "") if precision == "int8" else ""
         raise FileNotFoundError(
-            f"no up-to-date {precision} ONNX export in {model_dir}:"
-            f" run python -m workers.models.export {model_dir}"
-            + (" --int8" if precision == "int8" else "")
+            f"no up-to-date {precision}{' QDQ' if qdq and int8 else ''} ONNX export in"
+            f" {model_dir}: run python -m workers.models.export {model_dir}{int8}"
         )
 
 

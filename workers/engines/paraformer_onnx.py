@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +94,8 @@ class _Pending:
 class ParaformerOnnxEngine(TableEngine[_Stream]):
     name = EngineName.PARAFORMER_ONNX
     capabilities = EngineCapabilities(text_is_delta=True)
+    # The int8 graphs it reads: ORT's QOperator form, or the QDQ form (OpenVINO's).
+    qdq_int8: ClassVar[bool] = False
 
     def __init__(self, model_dir: Path, precision: Precision, device: str, threads: int) -> None:
         super().__init__()
@@ -101,26 +103,30 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
         self.shape, frontend_conf = _read_model(model_dir)
         self._frontend = StreamingFrontend(model_dir / "am.mvn", frontend_conf)
         self._tokens: list[str] = json.loads((model_dir / "tokens.json").read_text())
-        files = OnnxFiles.of(model_dir, precision)
+        files = OnnxFiles.of(model_dir, precision, self.qdq_int8)
         self._inv_timescales: Floats = np.load(files.directory / INV_TIMESCALES)
-        self._encoder = open_session(files.encoder, device, threads)
-        self._decoder = open_session(files.decoder, device, threads)
+        self._encoder = self._open_graph(files.encoder, device, threads)
+        self._decoder = self._open_graph(files.decoder, device, threads)
         self._warned_look_back = False
 
     @classmethod
     def load(cls, spec: EngineSpec) -> ParaformerOnnxEngine:
         if spec.model_dir is None:
-            raise ValueError("the paraformer-onnx engine needs a model directory")
+            raise ValueError(f"the {cls.name} engine needs a model directory")
         model_dir = Path(spec.model_dir)
-        require_export(model_dir, spec.precision)
+        require_export(model_dir, spec.precision, cls.qdq_int8)
         return cls(model_dir, spec.precision, spec.device, spec.threads)
+
+    def _open_graph(self, graph: Path, device: str, threads: int) -> Any:
+        """What runs one graph: anything with onnxruntime's ``run(None, feeds)``."""
+        return open_session(graph, device, threads)
 
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         if (options.encoder_chunk_look_back or options.decoder_chunk_look_back) and not (
             self._warned_look_back
         ):
             self._warned_look_back = True
-            logger.info("paraformer-onnx decodes with look-back 0/0 (the exports carry none)")
+            logger.info("%s decodes with look-back 0/0 (the exports carry none)", self.name)
         shape = self.shape
         overlap_frames = options.chunk_size[0] + options.chunk_size[2]
         stream = _Stream(

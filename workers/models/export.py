@@ -1,11 +1,13 @@
-"""Export a FunASR streaming Paraformer directory to ONNX, for the ``paraformer-onnx`` engine.
+"""Export a FunASR streaming Paraformer directory to ONNX, for the ``paraformer-onnx`` and
+``paraformer-openvino`` engines.
 
-    python -m workers.models.export MODEL_DIR [--int8]
+    python -m workers.models.export MODEL_DIR [--int8 [--qdq]]
 
 (An offline Paraformer's directory goes to ``workers.models.export_offline``.)
 
-Writes ``MODEL_DIR/onnx-gateway/``: ``encoder.onnx``, ``decoder.onnx`` (and with ``--int8``
-their int8 ``*_int8.onnx``), and ``manifest.json``, which records what they
+Writes ``MODEL_DIR/onnx-gateway/``: ``encoder.onnx``, ``decoder.onnx`` (with ``--int8``
+their int8 ``*_int8.onnx``, with ``--int8 --qdq`` the QDQ int8 ``*_int8_qdq.onnx`` that
+OpenVINO reads), and ``manifest.json``, which records what they
 were exported from; a later call (every gateway start with the ONNX engine makes one) finds
 them up to date and returns at once. Offline: the model directory is all it reads.
 
@@ -48,29 +50,31 @@ from workers.models.export_common import _write_atomically as _write_atomically
 from workers.models.export_common import load_for_export, quantize_matmuls
 
 
-def export(model_dir: Path, int8: bool = False, threads: int = 2) -> OnnxFiles:
-    """Export (or find up to date) the fp32 graphs, and the int8 ones when asked."""
+def export(model_dir: Path, int8: bool = False, threads: int = 2, qdq: bool = False) -> OnnxFiles:
+    """Export (or find up to date) the fp32 graphs, and the int8 ones when asked: ORT's
+    QOperator int8, or with ``qdq`` the QDQ int8 that OpenVINO reads."""
     precision: Precision = "int8" if int8 else "fp32"
-    if up_to_date(model_dir, precision):
-        return OnnxFiles.of(model_dir, precision)
+    if up_to_date(model_dir, precision, qdq):
+        return OnnxFiles.of(model_dir, precision, qdq)
     fp32 = OnnxFiles.of(model_dir, "fp32")
     fp32.directory.mkdir(exist_ok=True)
     if not up_to_date(model_dir, "fp32"):
         (fp32.directory / MANIFEST).unlink(missing_ok=True)
-        stale = OnnxFiles.of(model_dir, "int8")  # made from the graphs about to be replaced
-        stale.encoder.unlink(missing_ok=True)
-        stale.decoder.unlink(missing_ok=True)
+        for stale in (OnnxFiles.of(model_dir, "int8", form) for form in (False, True)):
+            stale.encoder.unlink(missing_ok=True)  # made from the graphs about to be replaced
+            stale.decoder.unlink(missing_ok=True)
         _export_fp32(model_dir, fp32, threads)
     if int8:
-        _quantize(model_dir, fp32, OnnxFiles.of(model_dir, "int8"))
+        _quantize(model_dir, fp32, OnnxFiles.of(model_dir, "int8", qdq), qdq)
     manifest = {
         "format": FORMAT_VERSION,
         "source": source_fingerprint(model_dir),
-        "int8": int8 or OnnxFiles.of(model_dir, "int8").encoder.is_file(),
+        "int8": OnnxFiles.of(model_dir, "int8").encoder.is_file(),
+        "int8_qdq": OnnxFiles.of(model_dir, "int8", qdq=True).encoder.is_file(),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     _write_atomically(fp32.directory / MANIFEST, json.dumps(manifest, indent=1).encode())
-    return OnnxFiles.of(model_dir, precision)
+    return OnnxFiles.of(model_dir, precision, qdq)
 
 
 def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
@@ -165,8 +169,9 @@ def _whole_cache_axes(decoder_model: Any) -> dict[str, dict[int, str]]:
     return {name: {0: "batch_size", 2: "cache_length"} for name in names}
 
 
-def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles) -> None:
-    """Static int8 quantization of the MatMuls (QOperator, per-channel weights), with
+def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles, qdq: bool) -> None:
+    """Static int8 quantization of the MatMuls (QOperator, per-channel weights; with ``qdq``
+    the QDQ form, s8 x s8, as OpenVINO's int8 kernels take it), with
     activation ranges calibrated on the model's own inputs: what the fp32 engine feeds its
     encoder and decoder while decoding speech-like audio. Fixed scales make a stream's
     output independent of its batch-mates (dynamic quantization picks them per call), and
@@ -176,7 +181,7 @@ def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles) -> None:
         (fp32.encoder, int8.encoder, encoder_feeds),
         (fp32.decoder, int8.decoder, decoder_feeds),
     ):
-        quantize_matmuls(source, target, feeds)
+        quantize_matmuls(source, target, feeds, qdq=qdq, signed_activations=qdq)
 
 
 def _calibration_feeds(model_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -229,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.models.export", description=__doc__)
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--int8", action="store_true", help="also write int8 graphs")
+    parser.add_argument(
+        "--qdq",
+        action="store_true",
+        help="with --int8: the QDQ int8 graphs that paraformer-openvino reads",
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     if not (args.model_dir / "config.yaml").is_file():
@@ -245,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"{offline.model} ready in {time.monotonic() - started:.1f} s")
         return 0
-    files = export(args.model_dir, args.int8, args.threads)
+    files = export(args.model_dir, args.int8, args.threads, qdq=args.qdq)
     print(f"{files.encoder} and {files.decoder} ready in {time.monotonic() - started:.1f} s")
     return 0
 

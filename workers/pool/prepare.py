@@ -36,7 +36,8 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
     engine = select_engine(model.engine, settings.engine, model.model_dir)
     if needs_onnx_export(engine):
         assert model.model_dir is not None
-        await ensure_onnx_export(model.model_dir, settings.onnx_precision)
+        qdq = engine is EngineName.PARAFORMER_OPENVINO  # OpenVINO reads int8 in QDQ form
+        await ensure_onnx_export(model.model_dir, settings.onnx_precision, qdq)
     if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
         await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
     specs = [
@@ -54,16 +55,17 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
     return model, specs
 
 
-async def ensure_onnx_export(model_dir: str, precision: Precision) -> None:
-    """Export the model to ONNX unless an up-to-date export is there already.
+async def ensure_onnx_export(model_dir: str, precision: Precision, qdq: bool = False) -> None:
+    """Export the model to ONNX unless an up-to-date export is there already (``qdq``:
+    its int8 in the form OpenVINO reads).
 
     In a child process: exporting the large model peaks at ~3.7 GB, which the gateway process
     would otherwise keep as resident memory for its whole life.
     """
-    if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision):
+    if await anyio.to_thread.run_sync(up_to_date, Path(model_dir), precision, qdq):
         return
-    logger.info("exporting %s to ONNX (%s), once", model_dir, precision)
-    int8 = ["--int8"] if precision == "int8" else []
+    logger.info("exporting %s to ONNX (%s%s), once", model_dir, precision, " QDQ" * qdq)
+    int8 = (["--int8", "--qdq"] if qdq else ["--int8"]) if precision == "int8" else []
     await _export_in_child(model_dir, ["-m", "workers.models.export", model_dir, *int8])
 
 

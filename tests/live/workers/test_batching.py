@@ -1,4 +1,4 @@
-"""The worker's batch policy, and the ONNX engine behind the pool."""
+"""The worker's batch policy, and the ONNX engines behind the pool."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ import anyio
 import numpy as np
 import pytest
 
-from shared.messages import StreamResult
+from shared.engines import EngineName, Precision
+from shared.messages import EngineSpec, StreamResult
 from shared.settings import PoolSettings
-from tests.workers.engines.test_paraformer_onnx import NO_LOOK_BACK, one_stream, pieces, speech_like
+from shared.settings_table import Engine
+from tests.workers.engines.test_paraformer_onnx import (
+    NO_LOOK_BACK,
+    NO_OPENVINO,
+    one_stream,
+    pieces,
+    speech_like,
+)
+from workers.engines import load_engine
 from workers.engines.onnx_files import up_to_date
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 from workers.pool import WorkerPool
@@ -85,13 +94,24 @@ async def test_a_final_chunk_is_never_held() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("runtime", "precision"),
+    [
+        ("paraformer-onnx", "fp32"),
+        pytest.param("paraformer-openvino", "int8", marks=NO_OPENVINO),  # QDQ graphs
+    ],
+)
 async def test_the_pool_exports_once_and_serves_batched_onnx_streams(
-    tmp_path: Path, tiny_streaming_model: Path
+    tmp_path: Path, tiny_streaming_model: Path, runtime: Engine, precision: Precision
 ) -> None:
     model = tmp_path / "model"
     shutil.copytree(tiny_streaming_model, model, ignore=shutil.ignore_patterns("onnx-gateway"))
     settings = PoolSettings(
-        model=str(model), devices=("cpu",), engine="paraformer-onnx", batch_wait_s=0.2
+        model=str(model),
+        devices=("cpu",),
+        engine=runtime,
+        onnx_precision=precision,
+        batch_wait_s=0.2,
     )
     audios = [speech_like(200 + s, chunks=3 + s, extra=500 * s) for s in range(4)]
     options = NO_LOOK_BACK
@@ -114,13 +134,14 @@ async def test_the_pool_exports_once_and_serves_batched_onnx_streams(
                     await stream.send(piece)
 
     async with WorkerPool(settings) as pool:  # start-up runs the export, in a child
-        assert up_to_date(model, "fp32")
-        assert pool.engine == "paraformer-onnx"
+        assert up_to_date(model, precision, qdq=runtime == "paraformer-openvino")
+        assert pool.engine == runtime
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
                 for index in range(len(audios)):
                     group.start_soon(run, index, pool.open_stream(options))
-    engine = ParaformerOnnxEngine(model, "fp32", "cpu", 1)
+    engine = load_engine(EngineSpec(EngineName(runtime), model_dir=str(model), precision=precision))
+    assert isinstance(engine, ParaformerOnnxEngine)
     alone = [one_stream(engine, audio, s) for s, audio in enumerate(audios)]
     assert texts == alone
     assert max(batch_sizes) > 1  # the streams shared steps

@@ -1,9 +1,11 @@
-"""The ONNX engine on the tiny synthetic model: its export, and its text against PyTorch's
-and against itself batched."""
+"""The ONNX engines on the tiny synthetic model: the export, and each engine's text
+(ONNX Runtime's and OpenVINO's, on the same graphs) against PyTorch's and against itself
+batched."""
 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -11,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import EngineName, Precision
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem
 from workers.engines.onnx_files import OnnxFiles, up_to_date
 from workers.engines.paraformer import ParaformerStreamingEngine
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
+from workers.engines.paraformer_openvino import ParaformerOpenVinoEngine
 from workers.models.export import export
 
 pytestmark = pytest.mark.slow
@@ -27,9 +30,16 @@ NO_LOOK_BACK = StreamOptions(
 )
 
 
+NO_OPENVINO = pytest.mark.skipif(
+    importlib.util.find_spec("openvino") is None, reason="openvino is not installed"
+)
+ENGINES = [ParaformerOnnxEngine, pytest.param(ParaformerOpenVinoEngine, marks=NO_OPENVINO)]
+
+
 @pytest.fixture(scope="module")
 def exported(tiny_streaming_model: Path) -> Path:
     export(tiny_streaming_model, int8=True, threads=1)
+    export(tiny_streaming_model, int8=True, threads=1, qdq=True)
     return tiny_streaming_model
 
 
@@ -63,18 +73,20 @@ def one_stream(
 # -- export ------------------------------------------------------------------------------
 
 
-def test_export_writes_both_precisions_once(exported: Path) -> None:
-    for precision in ("fp32", "int8"):
-        files = OnnxFiles.of(exported, precision)
+def test_export_writes_each_precision_and_int8_form_once(exported: Path) -> None:
+    forms: list[tuple[Precision, bool]] = [("fp32", False), ("int8", False), ("int8", True)]
+    for precision, qdq in forms:
+        files = OnnxFiles.of(exported, precision, qdq)
         assert files.encoder.stat().st_size > 0
         assert files.decoder.stat().st_size > 0
-        assert up_to_date(exported, precision)
-    encoder = OnnxFiles.of(exported, "fp32").encoder
-    before = encoder.stat().st_mtime_ns
+        assert up_to_date(exported, precision, qdq)
+    assert OnnxFiles.of(exported, "int8", True).encoder != OnnxFiles.of(exported, "int8").encoder
+    graphs = [OnnxFiles.of(exported, "fp32").encoder, OnnxFiles.of(exported, "int8", True).encoder]
+    before = [graph.stat().st_mtime_ns for graph in graphs]
     started = time.monotonic()
-    export(exported, int8=True)  # every gateway start makes this call
+    export(exported, int8=True, qdq=True)  # every gateway start makes this call
     assert time.monotonic() - started < 1.0
-    assert encoder.stat().st_mtime_ns == before
+    assert [graph.stat().st_mtime_ns for graph in graphs] == before
 
 
 def test_a_changed_model_is_exported_again(tmp_path: Path, exported: Path) -> None:
@@ -85,23 +97,33 @@ def test_a_changed_model_is_exported_again(tmp_path: Path, exported: Path) -> No
     export(copy)
     assert up_to_date(copy, "fp32")
     assert not up_to_date(copy, "int8")  # not asked for
+    assert not up_to_date(copy, "int8", qdq=True)
     later = time.time() + 10
     os.utime(copy / "model.pt", (later, later))  # new weights
     assert not up_to_date(copy, "fp32")
 
 
-def test_the_engine_refuses_a_missing_export(tmp_path: Path) -> None:
+def test_the_engines_refuse_a_missing_export(tmp_path: Path) -> None:
     spec = EngineSpec(EngineName.PARAFORMER_ONNX, model_dir=str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"python -m workers\.models\.export"):
         ParaformerOnnxEngine.load(spec)
+    spec = EngineSpec(EngineName.PARAFORMER_OPENVINO, model_dir=str(tmp_path), precision="int8")
+    with pytest.raises(FileNotFoundError, match=r"int8 QDQ .* --int8 --qdq$"):
+        ParaformerOpenVinoEngine.load(spec)
 
 
-# -- fidelity ----------------------------------------------------------------------------
+def test_openvino_refuses_a_gpu(exported: Path) -> None:
+    with pytest.raises(ValueError, match="CPU only"):
+        ParaformerOpenVinoEngine(exported, "fp32", "cuda:0", 1)
 
 
-@pytest.fixture(scope="module")
-def fp32(exported: Path) -> ParaformerOnnxEngine:
-    return ParaformerOnnxEngine(exported, "fp32", "cpu", 1)
+# -- fidelity: every test from here runs once per engine ---------------------------------
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda engine: engine.name.value)
+def fp32(request: pytest.FixtureRequest, exported: Path) -> ParaformerOnnxEngine:
+    engine: type[ParaformerOnnxEngine] = request.param
+    return engine(exported, "fp32", "cpu", 1)
 
 
 def test_fp32_equals_pytorch_with_look_back_0_chunk_by_chunk(
@@ -158,8 +180,9 @@ def test_look_back_is_accepted_and_decoded_as_0(fp32: ParaformerOnnxEngine) -> N
 def test_int8_is_close_to_fp32_and_batch_invariant(
     exported: Path, fp32: ParaformerOnnxEngine
 ) -> None:
-    """Static int8 (calibrated scales): near fp32, not equal; the same batched or alone."""
-    int8 = ParaformerOnnxEngine(exported, "int8", "cpu", 1)
+    """Static int8 (calibrated scales): near fp32, not equal; the same batched or alone.
+    (ONNX Runtime's on its QOperator graphs, OpenVINO's on the QDQ ones.)"""
+    int8 = type(fp32)(exported, "int8", "cpu", 1)
     reference = hypothesis = ""
     for seed in range(4):
         audio = speech_like(seed, chunks=5, extra=0)
@@ -202,7 +225,8 @@ def test_unknown_stream_and_engine_errors_fail_only_their_stream(
     "CUDAExecutionProvider" not in __import__("onnxruntime").get_available_providers(),
     reason="onnxruntime has no CUDA provider here (CPU-only build or no GPU)",
 )
-def test_cuda_provider_gives_the_cpu_text(exported: Path, fp32: ParaformerOnnxEngine) -> None:
+def test_cuda_provider_gives_the_cpu_text(exported: Path) -> None:
     cuda = ParaformerOnnxEngine(exported, "fp32", "cuda:0", 1)
+    cpu = ParaformerOnnxEngine(exported, "fp32", "cpu", 1)
     audio = speech_like(3, chunks=4, extra=0)
-    assert one_stream(cuda, audio, 1) == one_stream(fp32, audio, 2)
+    assert one_stream(cuda, audio, 1) == one_stream(cpu, audio, 2)
