@@ -206,12 +206,20 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
         stream.prev_samples = audio[len(audio) - remainder :] if remainder > 0 else audio[:0]
         return jobs
 
+    def _padded(self, rows: int) -> int:
+        """How many rows (or tokens) a call of ``rows`` is made of: as many, for a runtime
+        whose cost does not grow with the shapes it has seen."""
+        return rows
+
     def _run(self, round_jobs: list[tuple[int, _Stream, _Job]]) -> list[list[str]]:
-        """One encoder call and one decoder call for one chunk of each stream."""
+        """One encoder call and one decoder call for one chunk of each stream (rows past
+        the streams' repeat the first stream's: their outputs are never read)."""
         shape = self.shape
-        lengths = np.array([job.speech.shape[0] for _, _, job in round_jobs], np.int32)
-        speech = np.zeros((len(round_jobs), int(lengths.max()), shape.feats_dim), np.float32)
-        for row, (_, _, job) in enumerate(round_jobs):
+        jobs = [job for _, _, job in round_jobs]
+        jobs += [jobs[0]] * (self._padded(len(jobs)) - len(jobs))
+        lengths = np.array([job.speech.shape[0] for job in jobs], np.int32)
+        speech = np.zeros((len(jobs), int(lengths.max()), shape.feats_dim), np.float32)
+        for row, job in enumerate(jobs):
             speech[row, : lengths[row]] = job.speech
         enc, enc_len, alphas = self._encoder.run(
             None, {"speech": speech, "speech_lengths": lengths}
@@ -224,10 +232,11 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
         emitting = [row for row, e in enumerate(embeds) if len(e)]
         if not emitting:
             return words  # funasr skips the decoder, and its state stays as it was
+        streams = len(emitting)
+        emitting += [emitting[0]] * (self._padded(streams) - streams)
         token_lengths = np.array([len(embeds[row]) for row in emitting], np.int32)
-        acoustic = np.zeros(
-            (len(emitting), int(token_lengths.max()), shape.output_size), np.float32
-        )
+        tokens = self._padded(int(token_lengths.max()))
+        acoustic = np.zeros((len(emitting), tokens, shape.output_size), np.float32)
         for slot, row in enumerate(emitting):
             acoustic[slot, : token_lengths[slot]] = embeds[row]
         feeds: dict[str, Floats | npt.NDArray[np.int32]] = {
@@ -241,7 +250,7 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
                 [round_jobs[row][1].fsmn[layer] for row in emitting]
             )
         logits, _, *caches = self._decoder.run(None, feeds)
-        for slot, row in enumerate(emitting):
+        for slot, row in enumerate(emitting[:streams]):
             stream = round_jobs[row][1]
             emitted = int(token_lengths[slot])
             # The whole [cache, new frames] came back: keep the frames that end at this

@@ -4,8 +4,10 @@ Everything but the two model calls is ``paraformer-onnx``'s: the same host steps
 CIF, FSMN state per stream), the same batching, the same exported graphs. OpenVINO reads
 the fp32 graphs as they are, and int8 in the QDQ form (``export --int8 --qdq``): it cannot
 read ONNX Runtime's ``QLinearMatMul`` graphs, and it runs the QDQ pairs as its own int8
-kernels. ``bench.models.roofline`` measures why this engine exists: on the large model's
-encoder, OpenVINO on the QDQ graph takes 0.70 of ONNX Runtime's time on its own int8.
+kernels. On the large model at a fixed batch of 8 it decodes 1.32x the audio ONNX
+Runtime's int8 does (``bench.models.raw_ceiling``); at the gateway's batches, which change
+size every step, it is no faster, and a worker holds 3.5x the memory (BENCHMARKS.md,
+"OpenVINO"). So it is a choice, not the default.
 
 OpenVINO is imported in the worker only (``pip install openvino``).
 """
@@ -20,6 +22,9 @@ import numpy as np
 from shared.engines import EngineName
 from workers.engines.paraformer_onnx import ParaformerOnnxEngine
 
+# 1, 2, 3, 4, then powers of two and the halfway points between them: at most 1/3 padding.
+_SIZES = (1, 2, 3, *sorted({2**k for k in range(2, 11)} | {3 * 2**k for k in range(1, 10)}))
+
 
 class ParaformerOpenVinoEngine(ParaformerOnnxEngine):
     name = EngineName.PARAFORMER_OPENVINO
@@ -32,6 +37,13 @@ class ParaformerOpenVinoEngine(ParaformerOnnxEngine):
                 " paraformer-onnx"
             )
         return OpenVinoGraph(graph, threads)
+
+    def _padded(self, rows: int) -> int:
+        """OpenVINO compiles (and keeps) its kernels for each new input shape: with every
+        batch size and token count as they come, a worker grew to 2.1 GB (1.4 GB so), and
+        a step with a new shape took 100-250 ms more. A few sizes instead: rows and tokens
+        up to the next of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32..."""
+        return next(size for size in _SIZES if size >= rows) if rows <= _SIZES[-1] else rows
 
 
 class OpenVinoGraph:
