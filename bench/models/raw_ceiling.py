@@ -31,7 +31,7 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 
 from bench.common import procfs
-from shared.engines import EngineName, Precision
+from shared.engines import Precision
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from shared.settings_table import ENGINES
@@ -98,6 +98,21 @@ def _drive(
     results.put((chunks * CHUNK_SAMPLES / 16000, wall, wall / chunks * 1000, rss_kib / 1024))
 
 
+def engine_spec(
+    model: str, runtime: str, precision: Precision, device: str = "cpu", threads: int = 1
+) -> EngineSpec:
+    """What a worker of ``runtime`` would load for ``model``, its export made first where it
+    loads one (as a pool's start makes it)."""
+    import asyncio
+
+    from workers.pool.prepare import ensure_engine_export
+
+    resolved = resolve_model(model, PoolSettings().model_cache_dir)
+    engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
+    asyncio.run(ensure_engine_export(engine, resolved.model_dir, precision))
+    return EngineSpec(engine, device, resolved.model_dir, threads=threads, precision=precision)
+
+
 def measure(
     model: str,
     runtime: str,
@@ -111,17 +126,8 @@ def measure(
     device: str = "cpu",
     chunk_size: tuple[int, int, int] = CLIENT_CHUNK_SIZE,
 ) -> CeilingRun:
-    resolved = resolve_model(model, PoolSettings().model_cache_dir)
-    engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
-    if needs_onnx_export(engine):
-        import asyncio
-
-        from workers.pool.prepare import ensure_onnx_export
-
-        assert resolved.model_dir is not None
-        qdq = engine is EngineName.PARAFORMER_OPENVINO
-        asyncio.run(ensure_onnx_export(resolved.model_dir, precision, qdq))
-    spec = EngineSpec(engine, device, resolved.model_dir, threads=threads, precision=precision)
+    spec = engine_spec(model, runtime, precision, device, threads)
+    engine = spec.engine
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes)
     results: multiprocessing.Queue[tuple[float, float, float, float]] = context.Queue()

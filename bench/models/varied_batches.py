@@ -22,13 +22,11 @@ import numpy as np
 
 from bench.common import procfs
 from bench.common.report import header, row
-from bench.models.raw_ceiling import CHUNK_SAMPLES, CLIENT_CHUNK_SIZE, look_back_of
-from shared.engines import EngineName, Precision
-from shared.messages import EngineSpec, StreamOptions
-from shared.settings import PoolSettings
-from workers.engines import load_engine, needs_onnx_export, select_engine
+from bench.models.raw_ceiling import CHUNK_SAMPLES, CLIENT_CHUNK_SIZE, engine_spec, look_back_of
+from shared.engines import Precision
+from shared.messages import StreamOptions
+from workers.engines import load_engine
 from workers.engines.base import ChunkItem
-from workers.models.resolve import resolve_model
 
 STREAMS = 16
 
@@ -36,18 +34,7 @@ STREAMS = 16
 def _drive(
     model: str, runtime: str, precision: Precision, steps: int, out: multiprocessing.Queue[str]
 ) -> None:
-    resolved = resolve_model(model, PoolSettings().model_cache_dir)
-    engine_name = select_engine(resolved.engine, runtime)
-    if needs_onnx_export(engine_name):
-        import asyncio
-
-        from workers.pool.prepare import ensure_onnx_export
-
-        assert resolved.model_dir is not None
-        qdq = engine_name is EngineName.PARAFORMER_OPENVINO
-        asyncio.run(ensure_onnx_export(resolved.model_dir, precision, qdq))
-    spec = EngineSpec(engine_name, "cpu", resolved.model_dir, threads=1, precision=precision)
-    engine = load_engine(spec)
+    engine = load_engine(engine_spec(model, runtime, precision))
     encoder_look_back, decoder_look_back = look_back_of(runtime)
     options = StreamOptions(CLIENT_CHUNK_SIZE, encoder_look_back, decoder_look_back)
     for stream in range(STREAMS):

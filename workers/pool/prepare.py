@@ -34,10 +34,7 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
         )
         punc_model_dir = punc.model_dir
     engine = select_engine(model.engine, settings.engine, model.model_dir)
-    if needs_onnx_export(engine):
-        assert model.model_dir is not None
-        qdq = engine is EngineName.PARAFORMER_OPENVINO  # OpenVINO reads int8 in QDQ form
-        await ensure_onnx_export(model.model_dir, settings.onnx_precision, qdq)
+    await ensure_engine_export(engine, model.model_dir, settings.onnx_precision)
     if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
         await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
     specs = [
@@ -53,6 +50,17 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
         for device in settings.worker_devices
     ]
     return model, specs
+
+
+async def ensure_engine_export(
+    engine: EngineName, model_dir: str | None, precision: Precision
+) -> None:
+    """The export ``engine`` loads, made unless it is up to date (none for an engine that
+    loads no export)."""
+    if needs_onnx_export(engine):
+        assert model_dir is not None, f"{engine} loads the export of a model directory"
+        qdq = engine is EngineName.PARAFORMER_OPENVINO  # OpenVINO reads int8 in QDQ form
+        await ensure_onnx_export(model_dir, precision, qdq)
 
 
 async def ensure_onnx_export(model_dir: str, precision: Precision, qdq: bool = False) -> None:
