@@ -240,10 +240,12 @@ def start(
     return gateway
 
 
-def served(env: Mapping[str, str], *, ready_timeout: float = READY_TIMEOUT_S) -> Gateway:
+def served(
+    env: Mapping[str, str], *, ready_timeout: float = READY_TIMEOUT_S, cwd: Path = ROOT
+) -> Gateway:
     """The gateway as the benchmarks measure it: served as the README serves it, logging
-    only warnings (to our terminal)."""
-    return start({**NO_DEFLATE, **env}, options=QUIET, ready_timeout=ready_timeout)
+    only warnings (to our terminal); from the checkout ``cwd``."""
+    return start({**NO_DEFLATE, **env}, options=QUIET, ready_timeout=ready_timeout, cwd=cwd)
 
 
 @asynccontextmanager

@@ -3,13 +3,17 @@
 For each configuration (a set of ``ASR_*`` variables) it starts ``uvicorn gateway.app:app``
 as a subprocess on a free port, waits for ``/readyz``, runs ``bench.load.ws_load`` at each
 concurrency ``--repeat`` times, and records the gateway's CPU seconds (from /proc, the
-server process and its workers) for each run. It writes every run as JSON, a Markdown table
-of medians with their spread (min-max), and PNG plots (p95 per-chunk latency and server CPU
-per audio hour against concurrency, one line per configuration).
+server process and its workers) for each run, and the server process's alone: its event
+loop, which parses every frame, against the workers' decoding. It writes every run as JSON,
+a Markdown table of medians with their spread (min-max), and PNG plots (p95 per-chunk
+latency and server CPU per audio hour against concurrency, one line per configuration).
 
     python -m bench.load.sweep --config "shm:ASR_MODEL=checksum;ASR_TRANSPORT=shm" \\
         --config "queue:ASR_MODEL=checksum;ASR_TRANSPORT=queue" \\
         --streams 50,100,200 --seconds 10 --repeat 3 --out bench/results/transport
+
+A configuration named ``NAME@DIR`` is served from the checkout in DIR (``git worktree add
+DIR COMMIT``): a change measured against its parent in one command.
 """
 
 from __future__ import annotations
@@ -22,18 +26,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.common import ROOT
 from bench.common.gateway import Gateway, NotReady, served
-from bench.common.procfs import family_cpu_seconds
+from bench.common.procfs import cpu_seconds, family_cpu_seconds
 from bench.common.report import header, spread
 from bench.load import ws_load
 
 READY_TIMEOUT_S = 600.0  # synthetic:large is built on first use
+CHUNK_SECONDS = 0.6  # a model chunk of FunASR's [5, 10, 5]: a frame is this over --chunk-interval
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     name: str
     env: dict[str, str]
+    checkout: Path | None = None  # another tree to serve from (before and after a change)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +61,33 @@ class Point:
     server_cpu_s_per_audio_hour: float
     client_cpu_s: float
     throughput_rt: float  # audio seconds decoded per wall second of the run
+    # The server process alone (its event loop: frames, sessions, the pools' I/O), without
+    # its workers. NaN in points recorded before it was.
+    event_loop_cpu_s: float = float("nan")
+    frames: int = 0  # audio frames the clients sent
+
+    @property
+    def event_loop_share(self) -> float:
+        """The server process's part of the server's CPU (it and its workers)."""
+        return self.event_loop_cpu_s / self.server_cpu_s if self.server_cpu_s else float("nan")
+
+    @property
+    def event_loop_us_per_frame(self) -> float:
+        return self.event_loop_cpu_s / self.frames * 1e6 if self.frames else float("nan")
 
 
 def parse_config(text: str) -> Config:
-    name, _, assignments = text.partition(":")
+    """``NAME:VAR=VALUE;...``, or ``NAME@DIR:...`` to serve from the checkout in DIR."""
+    label, _, assignments = text.partition(":")
+    name, _, checkout = label.partition("@")
     env = dict(item.split("=", 1) for item in assignments.split(";") if item)
-    return Config(name, env)
+    return Config(name, env, Path(checkout).resolve() if checkout else None)
 
 
 def start_gateway(config: Config) -> Gateway:
     """The gateway as the benchmarks serve it, with ``config``'s variables."""
     try:
-        return served(config.env, ready_timeout=READY_TIMEOUT_S)
+        return served(config.env, ready_timeout=READY_TIMEOUT_S, cwd=config.checkout or ROOT)
     except NotReady as error:
         raise SystemExit(f"the gateway for {config.name} did not become ready: {error}") from None
 
@@ -92,9 +114,11 @@ def run_point(
             args.arrivals,
         ]
     )
-    cpu_before = family_cpu_seconds(gateway.pid)
+    cpu_before, loop_before = family_cpu_seconds(gateway.pid), cpu_seconds(gateway.pid)
     summary, _ = ws_load.run(load_args)
     server_cpu = family_cpu_seconds(gateway.pid) - cpu_before
+    event_loop_cpu = cpu_seconds(gateway.pid) - loop_before
+    frame_s = CHUNK_SECONDS / args.chunk_interval
     audio_hours = summary.audio_seconds / 3600
     return Point(
         config=config.name,
@@ -113,6 +137,8 @@ def run_point(
         server_cpu_s_per_audio_hour=server_cpu / audio_hours if audio_hours else float("nan"),
         client_cpu_s=summary.client_cpu_seconds,
         throughput_rt=summary.audio_seconds / summary.wall_seconds,
+        event_loop_cpu_s=event_loop_cpu,
+        frames=round(summary.audio_seconds / frame_s),
     )
 
 
@@ -128,6 +154,8 @@ def markdown(points: list[Point]) -> str:
             "p99 chunk ms",
             "final p95 ms",
             "server CPU s / audio h",
+            "event loop share",
+            "event loop us / frame",
             "client CPU s",
             "audio s per s",
         ),
@@ -142,6 +170,8 @@ def markdown(points: list[Point]) -> str:
             f" | {spread([p.chunk_p99_ms for p in runs])}"
             f" | {statistics.median(p.final_p95_ms for p in runs):.1f}"
             f" | {spread([p.server_cpu_s_per_audio_hour for p in runs], '.0f')}"
+            f" | {spread([p.event_loop_share for p in runs], '.2f')}"
+            f" | {spread([p.event_loop_us_per_frame for p in runs], '.0f')}"
             f" | {statistics.median(p.client_cpu_s for p in runs):.1f}"
             f" | {spread([p.throughput_rt for p in runs], '.2f')} |"
         )
@@ -198,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "--config",
         action="append",
         type=parse_config,
-        help="NAME:VAR=VALUE;VAR=VALUE (repeatable)",
+        help="NAME[@CHECKOUT]:VAR=VALUE;VAR=VALUE (repeatable)",
     )
     parser.add_argument("--streams", default="10,50,100", help="concurrency levels")
     parser.add_argument("--seconds", type=float, default=10.0, help="audio per stream")

@@ -2,7 +2,7 @@
 the connections it is served on, each connection its own task group of a reader and a
 sender::
 
-    reader:    ws frames -> ProtocolParser -> [events, bounded] -> forwarder ... writer
+    reader:    ws frames -> ProtocolParser -> FrameGatherer -> [events, bounded] -> forwarder
     sender:    [outbox] -> ws frames
 
 Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
@@ -42,6 +42,7 @@ from gateway.limits.session_limits import SessionLimits
 from gateway.metrics import GatewayMetrics
 from gateway.session import transport
 from gateway.session.closing import CLOSE_GRACE_S, close_with_error
+from gateway.session.gather import FrameGatherer
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.resumability import Resumability
@@ -52,8 +53,10 @@ from shared.errors import GatewayError, ProtocolError, ResumeExpiredError, Shutt
 
 logger = logging.getLogger(__name__)
 
-EVENT_BUFFER = 4  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
-MAX_EVENTS_PER_FRAME = 2  # a config update and an end (gateway.funasr.parser)
+EVENT_BUFFER = 5  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
+# A config update and an end (gateway.funasr.parser), after the audio held before them
+# (gateway.session.gather).
+MAX_EVENTS_PER_FRAME = 3
 CLEAN_CLOSE_CODES = (1000, 1001)
 ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
 
@@ -86,6 +89,7 @@ class Session:
         self._client = client
         self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self._gatherer = FrameGatherer(settings.max_frame_bytes)
         self._outbox = Outbox()
         self._pipeline = Pipeline(serving, events, self._outbox, self._utterance_done, model)
         self._open_utterances = 0  # configs received whose final result is not sent yet
@@ -288,26 +292,29 @@ class Session:
     # -- reader -----------------------------------------------------------------------
 
     async def _read(self) -> None:
-        while True:
-            # Room for a frame's events first: once a frame is taken, its events are queued
-            # at once, so a connection lost while the forwarder is busy loses nothing, and
-            # nothing waits on the forwarder once the connection is gone.
-            await self._room_for_a_frame()
-            events = self._parse(await self._receive())
-            resumes = [event for event in events if isinstance(event, ResumeRequested)]
-            if resumes:
-                self._resume_instead = resumes[0]
-                self._end(None)
-                return
-            configs = any(isinstance(event, ConfigReceived) for event in events)
-            if configs and self._admission.draining.is_set():
-                await self._refuse_utterance()
-            self._note(events)
-            self._queue(events)
-            # Nothing of the frame stays in this (suspended) frame: a session ends by
-            # cancellation, and its tracebacks keep their frames' locals until the cyclic
-            # collector runs, which the tuned collector does rarely.
-            events = []
+        try:
+            while True:
+                # Room for a frame's events first: once a frame is taken, its events are
+                # queued at once, so a connection lost while the forwarder is busy loses
+                # nothing, and nothing waits on the forwarder once the connection is gone.
+                await self._room_for_a_frame()
+                events = self._parse(await self._receive())
+                resumes = [event for event in events if isinstance(event, ResumeRequested)]
+                if resumes:
+                    self._resume_instead = resumes[0]
+                    self._end(None)
+                    return
+                configs = any(isinstance(event, ConfigReceived) for event in events)
+                if configs and self._admission.draining.is_set():
+                    await self._refuse_utterance()
+                self._note(events)
+                self._queue(self._gatherer.gather(events))
+                # Nothing of the frame stays in this (suspended) frame: a session ends by
+                # cancellation, and its tracebacks keep their frames' locals until the
+                # cyclic collector runs, which the tuned collector does rarely.
+                events = []
+        finally:
+            self._queue(self._gatherer.flush())  # held audio is the session's, not the connection's
 
     def _parse(self, message: Message) -> list[Event]:
         """One frame into events, against the frame cap."""
