@@ -93,6 +93,14 @@ def test_run_config_parsing() -> None:
     config = parse_config("shm:ASR_MODEL=checksum;ASR_DEVICES=cpu,cpu")
     assert config.name == "shm"
     assert config.env == {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
+    assert config.checkout is None
+
+
+def test_a_config_may_name_the_checkout_it_is_served_from(tmp_path: Path) -> None:
+    config = parse_config(f"before@{tmp_path}:ASR_MODEL=checksum")
+    assert config.name == "before"
+    assert config.checkout == tmp_path.resolve()
+    assert config.env == {"ASR_MODEL": "checksum"}
 
 
 def test_markdown_reports_median_and_spread() -> None:
@@ -105,6 +113,34 @@ def test_markdown_reports_median_and_spread() -> None:
     table = markdown(points)
     assert "| shm | 10 | 3 | 0 |" in table
     assert "3.0 (2.0-4.0)" in table
+
+
+def test_the_event_loops_share_and_cost_per_frame() -> None:
+    from bench.load.sweep import Point
+
+    point = Point(
+        "a",
+        1,
+        0,
+        1,
+        0,
+        0,
+        None,
+        1.0,
+        2.0,
+        3.0,
+        2.0,
+        1.0,
+        100.0,
+        0.1,
+        0.5,
+        9.0,
+        event_loop_cpu_s=0.5,
+        frames=1000,
+    )
+    assert point.event_loop_share == 0.5
+    assert point.event_loop_us_per_frame == 500.0
+    assert "| 0.50 (0.50-0.50) | 500 (500-500) |" in markdown([point])
 
 
 def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> None:
