@@ -31,6 +31,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -214,11 +215,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> tuple[LoadSummary, list[StreamRecord]]:
     cpu_before = time.process_time()
     started = time.perf_counter()
-    # The generator's own collector pauses would show up as server latency.
-    with latency_tuned_gc():
-        records = asyncio.run(run_load(args))
+    # The generator's own collector pauses would show up as server latency. It shares the
+    # server's cores: uvloop (uvicorn[standard] brings it) spends less of them per frame.
+    with latency_tuned_gc(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        records = runner.run(run_load(args))
     wall = time.perf_counter() - started
     return summarize(records, wall, time.process_time() - cpu_before), records
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # a Windows or macOS load generator: asyncio's own loop
+        return None
+    return uvloop.new_event_loop
 
 
 def main(argv: list[str] | None = None) -> int:
