@@ -5,9 +5,10 @@
         --ceiling paraformer-onnx:int8:8 --streams 24,28,32,36,40 --arrivals uniform,random
 
 1. The raw ceiling (``bench.models.raw_ceiling``: the engine alone in 2 processes, ``BATCH``
-   streams each, no gateway) unless ``--ceiling`` is left out. It is measured again once the
-   gateway has stopped: this VM's speed drifts by up to 1.4x within an hour, so the ratios
-   are taken against the mean of the two, and both are reported.
+   streams each, no gateway) unless ``--ceiling`` is left out: before the first point and
+   after every point, while the gateway's workers idle. This VM's speed drifts by up to
+   1.35x within four minutes (35.9 then 26.7 streams, one run), so each point is set
+   against the mean of the ceilings just before and just after it.
 2. The gateway (``uvicorn gateway.app:app`` with ``--env``; or ``--url``, a server already
    running, e.g. FunASR's own from ``bench.load.funasr_server``): at saturation (``--fast``,
    ``--saturation`` streams), then real-time streams at each ``--streams`` level for each
@@ -27,7 +28,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from bench.common import procfs
@@ -51,13 +52,20 @@ class LoadPoint:
     final_p95_ms: float
     audio_s_per_s: float
     batch_mean: float
+    ceiling: float = float("nan")  # the mean of the raw ceilings just before and after it
+
+    @property
+    def of_ceiling(self) -> float:
+        """Streams (at saturation: audio seconds per second) over the ceiling around it."""
+        served = self.audio_s_per_s if self.fast else self.streams
+        return served / self.ceiling
 
 
 @dataclass(slots=True)
 class Report:
     name: str
     ceiling: float | None = None  # the mean of ceilings
-    ceilings: list[float] = field(default_factory=list)  # before the gateway, and after
+    ceilings: list[float] = field(default_factory=list)  # in the order measured
     ceiling_batch: int | None = None
     saturation: LoadPoint | None = None
     points: list[LoadPoint] = field(default_factory=list)
@@ -113,6 +121,14 @@ def measure_ceiling(report: Report, args: argparse.Namespace) -> None:
     print(f"raw ceiling: {ceiling.realtime_streams:.2f}", file=sys.stderr, flush=True)
 
 
+def bracketed(point: LoadPoint, report: Report, args: argparse.Namespace) -> LoadPoint:
+    """``point`` set against the ceilings measured just before and just after it."""
+    if not args.ceiling:
+        return point
+    measure_ceiling(report, args)
+    return replace(point, ceiling=statistics.mean(report.ceilings[-2:]))
+
+
 def run(args: argparse.Namespace) -> Report:
     report = Report(args.name)
     if args.ceiling:
@@ -125,11 +141,12 @@ def run(args: argparse.Namespace) -> Report:
         url = gateway.url
     try:
         if args.saturation:
-            report.saturation = load_point(url, args.saturation, args, "uniform", fast=True)
+            point = load_point(url, args.saturation, args, "uniform", fast=True)
+            report.saturation = bracketed(point, report, args)
         for arrivals in args.arrivals.split(","):
             over = 0
             for streams in (int(s) for s in args.streams.split(",")):
-                point = load_point(url, streams, args, arrivals, fast=False)
+                point = bracketed(load_point(url, streams, args, arrivals, False), report, args)
                 report.points.append(point)
                 if under_bar(point, args):
                     report.capacity[arrivals] = max(report.capacity.get(arrivals, 0), streams)
@@ -141,14 +158,13 @@ def run(args: argparse.Namespace) -> Report:
             capacity = report.capacity.get(arrivals, 0)
             if capacity:
                 three_quarters = max(1, round(0.75 * capacity))
-                report.at_75[arrivals] = load_point(url, three_quarters, args, arrivals, False)
+                point = load_point(url, three_quarters, args, arrivals, False)
+                report.at_75[arrivals] = bracketed(point, report, args)
         if gateway is not None:
             report.worker_rss_mib = [rss_mib(pid) for pid in procfs.workers(gateway.pid)]
     finally:
         if gateway is not None:
             gateway.stop()
-    if args.ceiling:
-        measure_ceiling(report, args)
     return report
 
 
@@ -164,6 +180,8 @@ def markdown(report: Report, args: argparse.Namespace) -> str:
             "final p95 ms",
             "audio s per s",
             "mean batch",
+            "raw ceiling around it",
+            "streams / ceiling",
         ),
     ]
     points = ([report.saturation] if report.saturation else []) + report.points
@@ -171,24 +189,26 @@ def markdown(report: Report, args: argparse.Namespace) -> str:
         lines.append(
             f"| {'fast' if p.fast else p.arrivals} | {p.streams} | {p.errors}"
             f" | {p.chunk_p50_ms:.0f} | {p.chunk_p95_ms:.0f} | {p.chunk_p99_ms:.0f}"
-            f" | {p.final_p95_ms:.0f} | {p.audio_s_per_s:.2f} | {p.batch_mean:.1f} |"
+            f" | {p.final_p95_ms:.0f} | {p.audio_s_per_s:.2f} | {p.batch_mean:.1f}"
+            f" | {p.ceiling:.2f} | {p.of_ceiling:.2f} |"
         )
     lines.append("")
     for arrivals, capacity in report.capacity.items():
-        ratio = f", {capacity / report.ceiling:.2f} x the ceiling" if report.ceiling else ""
+        served = next(p for p in report.points if p.arrivals == arrivals and p.streams == capacity)
+        ratio = f", {served.of_ceiling:.2f} x the ceiling around it" if report.ceiling else ""
         at = report.at_75.get(arrivals)
         p95 = f"; at {at.streams} streams p95 {at.chunk_p95_ms:.0f} ms" if at else ""
         lines.append(f"- capacity ({arrivals}): {capacity} streams{ratio}{p95}")
     if report.ceiling is not None:
         each = ", ".join(f"{c:.2f}" for c in report.ceilings)
         lines.append(
-            f"- raw ceiling: {report.ceiling:.2f} (batch {report.ceiling_batch};"
-            f" before and after the gateway: {each})"
+            f"- raw ceiling: mean {report.ceiling:.2f} (batch {report.ceiling_batch};"
+            f" each, in order: {each})"
         )
     if report.saturation is not None:
-        sat = report.saturation.audio_s_per_s
-        ratio = f" ({sat / report.ceiling:.2f} x the ceiling)" if report.ceiling else ""
-        lines.append(f"- saturation (--fast): {sat:.2f} audio s per s{ratio}")
+        sat = report.saturation
+        ratio = f" ({sat.of_ceiling:.2f} x the ceiling around it)" if report.ceiling else ""
+        lines.append(f"- saturation (--fast): {sat.audio_s_per_s:.2f} audio s per s{ratio}")
     if report.worker_rss_mib:
         lines.append(f"- worker RSS MiB: {', '.join(f'{r:.0f}' for r in report.worker_rss_mib)}")
     return "\n".join(lines)
@@ -205,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="measure a server already running instead")
     parser.add_argument("--model", default="synthetic:large", help="the ceiling's model")
     parser.add_argument("--ceiling", help="RUNTIME:PRECISION:BATCH for bench.models.raw_ceiling")
-    parser.add_argument("--ceiling-seconds", type=float, default=15.0)
+    parser.add_argument("--ceiling-seconds", type=float, default=10.0)
     parser.add_argument("--mode", choices=["online", "2pass"], default="online")
     parser.add_argument("--streams", default="8,16,24,32")
     parser.add_argument("--arrivals", default="uniform,random")
