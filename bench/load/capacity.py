@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> Report:
     url = args.url
     if url is None:
         env = dict(item.split("=", 1) for item in args.env.split(";") if item)
-        gateway = start_gateway(Config(args.name, env))
+        gateway = start_gateway(Config(args.name, env, args.checkout))
         url = gateway.url
     try:
         if args.saturation:
@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--env", default="", help="the gateway's ASR_* variables, ';'-separated")
     parser.add_argument("--url", help="measure a server already running instead")
+    parser.add_argument(
+        "--checkout", type=Path, help="serve from this tree (git worktree add DIR COMMIT)"
+    )
     parser.add_argument("--model", default="synthetic:large", help="the ceiling's model")
     parser.add_argument("--ceiling", help="RUNTIME:PRECISION:BATCH for bench.models.raw_ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=10.0)
