@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -133,6 +134,14 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
     return _from_directory(_find_or_download(model), model, kind)
 
 
+# A gateway's pools are prepared at once, each resolving its model in a thread of its own.
+# A first build or download imports funasr (or modelscope), whose modules import each other:
+# two threads importing them at once meet Python's per-module import locks in opposite
+# orders, and importlib raises _DeadlockError (funasr.models.bicif_paraformer,
+# ct_transformer, fsmn_vad_streaming: every first start of a 2pass server here). So they
+# take turns.
+_FIRST_IMPORTS = threading.Lock()
+
 # What workers.models.synthetic builds; "synthetic:SIZE" builds the kind asked for.
 SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc", "sensevoice", "campplus")
 DEFAULT_BUILDS: dict[str, str] = {"speaker": "campplus"}  # where a kind's build is named apart
@@ -149,7 +158,9 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
     if (target / "model.pt").is_file():
         return target
     try:
-        _build(target, kind, size, seed)
+        with _FIRST_IMPORTS:
+            if not (target / "model.pt").is_file():  # another thread's turn built it
+                _build(target, kind, size, seed)
     except Exception as exc:
         cause = _os_error_in(exc)
         if cause is None:
@@ -224,9 +235,10 @@ def _find_or_download(name: str) -> Path:
             f"model {name!r} is not in the local cache and the model hub is unreachable: {way_out}"
         )
     try:
-        from modelscope.hub.snapshot_download import snapshot_download
+        with _FIRST_IMPORTS:
+            from modelscope.hub.snapshot_download import snapshot_download
 
-        return Path(snapshot_download(model_id))
+            return Path(snapshot_download(model_id))
     except Exception as exc:
         raise WorkerLoadError(f"could not download model {name!r} ({exc}): {way_out}") from None
 
