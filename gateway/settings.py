@@ -305,6 +305,7 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
         # keeps the models it has no export for on PyTorch), with ASR_ONNX_PRECISION.
         engine=table.OFFLINE_ENGINE.read(env) or pool.engine,
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
+        batch_hold="wait",
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
         worker_nice=table.OFFLINE_NICE.read(env),
         # An utterance is decoded at its end; the wait above bounds the hold, not this.
@@ -326,6 +327,8 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
         engine=table.VAD_ENGINE.read(env) or pool.engine,
         devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
+        # The session waits for each answer before it sends the next piece: never held.
+        batch_hold="wait",
         batch_wait_s=0.0,
     )
 

@@ -14,7 +14,15 @@ from typing import Literal
 
 from shared import settings_table as table
 from shared.engines import Precision
-from shared.settings_table import DEFAULT_MODEL, ENGINES, PRECISIONS, Engine, Transport
+from shared.settings_table import (
+    BATCH_HOLDS,
+    DEFAULT_MODEL,
+    ENGINES,
+    PRECISIONS,
+    BatchHold,
+    Engine,
+    Transport,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -66,8 +74,10 @@ class PoolSettings:
     # batched per step; exported once into the model directory). checksum ignores it.
     engine: Engine = table.ENGINE.default
     onnx_precision: Precision = table.ONNX_PRECISION.default
-    # How long a worker may hold a step open for more streams' chunks, when it has fewer
-    # than max_batch: more waiting means bigger batches, at the cost of latency.
+    # When a worker may hold a step open for more streams' chunks, when it has fewer than
+    # max_batch (workers.worker.batching): more waiting means bigger batches, at the cost
+    # of latency. "wait": up to batch_wait_s.
+    batch_hold: BatchHold = table.BATCH_HOLD.default
     batch_wait_s: float = table.BATCH_WAIT_MS.default
     # The real-time budget of a chunk from send to result: a step is never held open past
     # the point where the oldest waiting chunk would miss it.
@@ -89,6 +99,8 @@ class PoolSettings:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
         if self.onnx_precision not in PRECISIONS:
             raise ValueError(f"ONNX precision must be fp32 or int8, not {self.onnx_precision!r}")
+        if self.batch_hold not in BATCH_HOLDS:
+            raise ValueError(f"batch hold must be due or wait, not {self.batch_hold!r}")
         if self.batch_wait_s < 0:
             raise ValueError("the batch wait cannot be negative")
         if not (
@@ -133,6 +145,7 @@ class PoolSettings:
             unhealthy_after_s=table.UNHEALTHY_AFTER.read(env),
             engine=table.ENGINE.read(env),
             onnx_precision=table.ONNX_PRECISION.read(env),
+            batch_hold=table.BATCH_HOLD.read(env),
             batch_wait_s=table.BATCH_WAIT_MS.read(env),
             chunk_deadline_s=table.CHUNK_DEADLINE_MS.read(env),
             model_cache_dir=table.MODEL_CACHE.read(env),
@@ -150,6 +163,7 @@ def speaker_pool_settings(pool: PoolSettings, model: str, devices: tuple[str, ..
         engine="paraformer",  # the runtime: CAM++ runs under PyTorch only
         devices=devices,
         workers_per_device=1,
+        batch_hold="wait",
         batch_wait_s=0.0,
         chunk_deadline_s=60.0,
     )

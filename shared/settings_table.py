@@ -30,7 +30,10 @@ Transport = Literal["shm", "queue"]
 # Runtime, or OpenVINO for the streaming one (the rest on ONNX Runtime). Which engine a pool
 # runs follows from its model (workers.engines' registry).
 Engine = Literal["paraformer", "paraformer-onnx", "paraformer-openvino"]
+# How a worker holds a step open for more chunks (workers.worker.batching).
+BatchHold = Literal["due", "wait"]
 TRANSPORTS: tuple[Transport, ...] = ("shm", "queue")
+BATCH_HOLDS: tuple[BatchHold, ...] = ("due", "wait")
 ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx", "paraformer-openvino")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 DEFAULT_MODEL = "paraformer-zh-streaming"
@@ -350,17 +353,29 @@ ONNX_PRECISION = Setting(
     "`fp32` (text equal to PyTorch's with look-back 0/0) or `int8` (static quantization"
     " calibrated at export: smaller, faster, close to fp32, batch-invariant)",
 )
+BATCH_HOLD = Setting(
+    "ASR_BATCH_HOLD",
+    Choice(BATCH_HOLDS),
+    "due",
+    "when a streaming worker holds a step open for more streams' chunks: `due`, while another"
+    " stream's next chunk is due (a real-time client sends one a chunk's duration after the"
+    " last), within `ASR_CHUNK_DEADLINE_MS`; `wait`, for whatever comes within"
+    " `ASR_BATCH_WAIT_MS`",
+)
 BATCH_WAIT_MS = Setting(
     "ASR_BATCH_WAIT_MS",
     MILLISECONDS_OR_0,
     0.0,
-    "how long a worker may hold a step open for more streams' chunks (0: take what is waiting)",
+    "with `ASR_BATCH_HOLD=wait`, how long a worker may hold a step open for more streams'"
+    " chunks (0: take what is waiting)",
 )
 CHUNK_DEADLINE_MS = Setting(
     "ASR_CHUNK_DEADLINE_MS",
     MILLISECONDS,
-    0.6,
-    "a held step never makes its oldest chunk wait past this from its send",
+    0.3,
+    "a held step starts early enough to answer its oldest chunk within this of its send (the"
+    " step's own time predicted from recent steps); a `due` hold spends as much of it as the"
+    " worker is busy: none below a quarter of its time in steps, all from three quarters",
 )
 
 # /v1/transcribe (gateway.files.request.TranscribeSettings).
@@ -545,6 +560,7 @@ PER_MODEL: tuple[Setting[Any], ...] = (
     UNHEALTHY_AFTER,
     ENGINE,
     ONNX_PRECISION,
+    BATCH_HOLD,
     BATCH_WAIT_MS,
     CHUNK_DEADLINE_MS,
 )
@@ -596,6 +612,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MAX_SESSIONS_PER_CLIENT,
     ENGINE,
     ONNX_PRECISION,
+    BATCH_HOLD,
     BATCH_WAIT_MS,
     CHUNK_DEADLINE_MS,
     TRANSCRIBE_MAX_BYTES,

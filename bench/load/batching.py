@@ -83,6 +83,7 @@ async def measure(case: Case, repeat: int) -> Row:
     settings = PoolSettings(
         model="checksum",
         devices=("cpu",),
+        batch_hold="wait",  # these cases are about the wait (workers.worker.batching)
         batch_wait_s=case.batch_wait_s,
         chunk_deadline_s=case.chunk_deadline_s,
         slots_per_worker=1 if case.streams > 1 else PoolSettings().slots_per_worker,

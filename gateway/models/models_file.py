@@ -219,6 +219,7 @@ def _pool(
             devices=pool.devices
             if "devices" in given
             else table.OFFLINE_DEVICES.read(env) or pool.devices,
+            batch_hold=pool.batch_hold if "batch_hold" in given else "wait",
             batch_wait_s=(
                 pool.batch_wait_s
                 if "batch_wait_ms" in given
@@ -235,6 +236,7 @@ def _pool(
             engine=pool.engine if "engine" in given else table.VAD_ENGINE.read(env) or pool.engine,
             devices=pool.devices if "devices" in given else table.VAD_DEVICES.read(env),
             workers_per_device=pool.workers_per_device if "workers_per_device" in given else 1,
+            batch_hold=pool.batch_hold if "batch_hold" in given else "wait",
             batch_wait_s=pool.batch_wait_s if "batch_wait_ms" in given else 0.0,
         )
     elif role == "speaker":

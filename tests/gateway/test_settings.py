@@ -176,6 +176,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_MAX_SESSIONS_PER_CLIENT": ("2", lambda s: s.access.max_sessions_per_client, 2),
     "ASR_ENGINE": ("paraformer-onnx", lambda s: s.pool.engine, "paraformer-onnx"),
     "ASR_ONNX_PRECISION": ("int8", lambda s: s.pool.onnx_precision, "int8"),
+    "ASR_BATCH_HOLD": ("wait", lambda s: s.pool.batch_hold, "wait"),
     "ASR_BATCH_WAIT_MS": ("5", lambda s: s.pool.batch_wait_s, 0.005),
     "ASR_CHUNK_DEADLINE_MS": ("250", lambda s: s.pool.chunk_deadline_s, 0.25),
     "ASR_TRANSCRIBE_MAX_BYTES": ("1000", lambda s: s.transcribe.max_bytes, 1000),
@@ -281,3 +282,16 @@ def test_a_speaker_model_needs_a_vad_and_runs_one_pytorch_worker_per_device() ->
     choice = GatewaySettings.from_env(env).model_table.default_choice
     assert choice.speaker is not None
     assert choice.speaker.settings == speaker
+
+
+def test_the_offline_and_vad_pools_hold_by_the_wait_whatever_the_streaming_pool_does() -> None:
+    env = {
+        "ASR_BATCH_HOLD": "due",
+        "ASR_OFFLINE_MODEL": "paraformer",
+        "ASR_VAD_MODEL": "fsmn-vad",
+    }
+    settings = GatewaySettings.from_env(env)
+    assert settings.pool.batch_hold == "due"
+    assert _offline(settings).batch_hold == "wait"
+    assert settings.vad_pool is not None
+    assert settings.vad_pool.batch_hold == "wait"

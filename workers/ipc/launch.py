@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from shared.messages import EngineSpec
+from shared.settings_table import BatchHold
 from workers.ipc.channel import Channel
 
 # The worker's entry point, ``module:function``: called with the launch and the engine loader.
@@ -22,18 +23,22 @@ WORKER_MAIN = "workers.worker.main:worker_main"
 
 @dataclass(frozen=True, slots=True)
 class BatchPolicy:
-    """How a worker forms an engine step from the chunks waiting for it.
+    """How a worker forms an engine step from the chunks waiting for it
+    (``workers.worker.batching``).
 
-    Everything already waiting goes in (up to ``max_batch`` commands). With ``wait_s`` > 0
-    and fewer than ``max_batch`` chunks, the step is held open up to ``wait_s`` for more, but
-    never past the moment where the oldest chunk, given the recent step time, would miss
-    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at once),
-    unless the engine decodes at the final piece: then finals are what a held step gathers.
+    Everything already waiting goes in (up to ``max_batch`` chunks). A step with fewer may be
+    held open for more: ``hold="due"``, while another open stream's next chunk is due;
+    ``hold="wait"``, whoever may come; either way for at most ``wait_s``, and never past
+    the moment where the oldest chunk, given the time such a step takes, would miss
+    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at
+    once), unless the engine decodes at the final piece: then finals are what a held step
+    gathers.
     """
 
     max_batch: int
     wait_s: float = 0.0
     deadline_s: float = 0.6
+    hold: BatchHold = "wait"
 
 
 @dataclass(frozen=True, slots=True)

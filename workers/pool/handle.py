@@ -151,6 +151,7 @@ class WorkerHandle:
                 self._settings.max_batch,
                 self._settings.batch_wait_s,
                 self._settings.chunk_deadline_s,
+                self._settings.batch_hold,
             )
             launch = WorkerLaunch(
                 self.spec, channel, results_child, policy, self._settings.worker_nice

@@ -40,7 +40,7 @@ from workers.ipc.launch import BatchPolicy, WorkerLaunch
 from workers.ipc.os_error import describe
 from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
 from workers.ipc.wire import CommandKind
-from workers.worker.batching import wait_for_more
+from workers.worker.batching import ChunkClock, Duty, StepTimes, wait_for_more
 from workers.worker.steps import PendingCommands
 
 POLL_INTERVAL_S = 1.0
@@ -106,7 +106,7 @@ def _serve(
     hold_finals = engine.capabilities.decodes_at_final
     pending = PendingCommands(one_chunk_per_stream=not hold_finals)
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
-    step_s = 0.0  # the last step's duration: what a held-open step must leave room for
+    clock, step_times, duty = ChunkClock(), StepTimes(), Duty()
     while True:
         # Everything waiting (the slots bound it): a step is composed from all of it.
         received, freed = receiver.receive(RECEIVE_LIMIT, 0.0 if pending else POLL_INTERVAL_S)
@@ -114,15 +114,19 @@ def _serve(
         if freed:
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
-        if policy.wait_s > 0 and not pending:
+        if not pending:
             # With a backlog the step is full of known work already: no waiting for more.
-            wait_for_more(receiver, results, policy, hold_finals, received, step_s)
+            wait_for_more(receiver, results, policy, hold_finals, received, clock, step_times, duty)
+        clock.saw(received)
         pending.extend(received)
         commands = pending.take_step(policy.max_batch)
         started = time.monotonic()
         stopping = _apply(engine, commands, outbox)
-        if any(c.header.kind is CommandKind.AUDIO for c in commands):
-            step_s = time.monotonic() - started
+        rows = sum(c.header.kind is CommandKind.AUDIO for c in commands)
+        if rows:
+            ended = time.monotonic()
+            step_times.record(rows, ended - started)
+            duty.record(started, ended)
         now = time.monotonic()
         if now >= next_idle_check:
             next_idle_check = now + POLL_INTERVAL_S

@@ -47,8 +47,11 @@ def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
         "ct-punc",
     )
     assert offline.batch_wait_s == pytest.approx(0.02)
+    assert offline.batch_hold == "wait"  # utterances end when they end: none is due
+    assert zh.streaming.settings.batch_hold == "due"
     assert zh.vad is not None
     assert zh.vad.settings.kind == "vad"
+    assert zh.vad.settings.batch_hold == "wait"
     assert zh.vad.settings.devices == ("cpu",)  # ASR_VAD_DEVICES' default
     assert en.vad is None
     # One pool per entry: the shared offline pool once; the punctuation is inside it.

@@ -39,7 +39,9 @@ def checksum_pool(**overrides: object) -> WorkerPool:
 async def test_a_step_is_held_open_for_more_streams() -> None:
     # One slot: each send waits until the worker has taken the chunk before it out of the
     # slab, so the others are sent only once the first chunk is in the worker, waiting.
-    async with checksum_pool(batch_wait_s=1.0, chunk_deadline_s=5.0, slots_per_worker=1) as pool:
+    async with checksum_pool(
+        batch_hold="wait", batch_wait_s=1.0, chunk_deadline_s=5.0, slots_per_worker=1
+    ) as pool:
         streams = [pool.open_stream() for _ in range(4)]
         with anyio.fail_after(5):
             for stream in streams:
@@ -79,7 +81,9 @@ async def lone_result(stream: AudioStream, final: bool) -> StreamResult:
 
 
 async def test_the_wait_never_passes_the_chunk_deadline() -> None:
-    async with checksum_pool(batch_wait_s=LONG_WAIT_S, chunk_deadline_s=0.2) as pool:
+    async with checksum_pool(
+        batch_hold="wait", batch_wait_s=LONG_WAIT_S, chunk_deadline_s=0.2
+    ) as pool:
         async with pool.open_stream() as stream:
             result = await lone_result(stream, final=False)  # the deadline, not the wait
         assert result.batch_size == 1
@@ -87,7 +91,9 @@ async def test_the_wait_never_passes_the_chunk_deadline() -> None:
 
 
 async def test_a_final_chunk_is_never_held() -> None:
-    async with checksum_pool(batch_wait_s=LONG_WAIT_S, chunk_deadline_s=2 * LONG_WAIT_S) as pool:
+    async with checksum_pool(
+        batch_hold="wait", batch_wait_s=LONG_WAIT_S, chunk_deadline_s=2 * LONG_WAIT_S
+    ) as pool:
         async with pool.open_stream() as stream:
             result = await lone_result(stream, final=True)
         assert result.is_final
