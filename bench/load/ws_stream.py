@@ -149,11 +149,6 @@ async def receive(
             return
         if message.get("resent"):
             continue  # partials given back after a 2pass-offline frame: no chunk's result
-        if "queue_ms" in message:
-            record.queue_ms.append(float(message["queue_ms"]))
-            record.compute_ms.append(float(message["compute_ms"]))
-            if "batch_size" in message:
-                record.batch_sizes.append(int(message["batch_size"]))
         mode = message.get("mode")
         if mode == "2pass-offline":
             record.sentences += 1
@@ -201,6 +196,13 @@ async def receive(
         sent_at = sent.time_of(end_byte)
         if sent_at is not None:
             record.chunk_latencies_s.append(now - sent_at)
+            # The worker's side of the same chunk (a 2pass sentence's offline decode is
+            # no chunk's: its figures would mix two pools in one distribution).
+            if "queue_ms" in message:
+                record.queue_ms.append(float(message["queue_ms"]))
+                record.compute_ms.append(float(message["compute_ms"]))
+                if "batch_size" in message:
+                    record.batch_sizes.append(int(message["batch_size"]))
 
 
 def partitioned(last_partials: list[str], sentences: int, audio: npt.NDArray[np.int16]) -> bool:
