@@ -1,10 +1,14 @@
 """``2pass`` with the FSMN-VAD pool: sentences end where FunASR's VAD says (sans I/O).
 
-The audio goes to a VAD stream and to the streaming pass piece by piece (``VAD_PIECE_BYTES``,
-whatever the client's framing); after each piece the session waits for the VAD's answer
-(the ``AskVad`` question) before the next. A sentence ends after the piece in which the
-VAD saw its end (``gateway.session.vad``), or once it reaches ASR_MAX_SEGMENT_SECONDS without one,
-as FunASR's VAD ends one at ``max_single_segment_time``; the next then starts mid-speech.
+The audio goes to a VAD stream and to the streaming pass piece by piece, whatever the
+client's framing; after each piece the session waits for the VAD's answer (the ``AskVad``
+question) before the next. A piece goes once it is whole (``piece_bytes``: at most
+``VAD_PIECE_BYTES``, a whole fraction of a model chunk, so that each chunk is complete at
+the end of a piece and waits for nothing), or at the end. (Sent as each frame came,
+FunASR's 60 ms frames were each a VAD step and a round trip of their own.) A sentence ends
+after the piece in which the VAD saw its end (``gateway.session.vad``), or once it reaches
+ASR_MAX_SEGMENT_SECONDS without one, as FunASR's VAD ends one at
+``max_single_segment_time``; the next then starts mid-speech.
 """
 
 from __future__ import annotations
@@ -26,9 +30,16 @@ from gateway.session.utterance.two_pass import TwoPass
 from gateway.session.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, VadEvent
 
 
+def piece_bytes(chunk_bytes: int) -> int:
+    """The largest whole fraction of a chunk within ``VAD_PIECE_BYTES``, in whole samples."""
+    pieces = -(-chunk_bytes // VAD_PIECE_BYTES)
+    return max(2, chunk_bytes // pieces // 2 * 2)
+
+
 class TwoPassVad(TwoPass):
     def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
         super().__init__(config, settings)
+        self._piece_bytes = piece_bytes(config.chunk_bytes)
         self._vad = StreamRef(Pool.VAD)
         self._unsent = bytearray()  # audio not yet sent to the VAD, oldest first
         self._asking = False  # a piece's answer is awaited
@@ -67,9 +78,9 @@ class TwoPassVad(TwoPass):
     def _next_piece(self) -> list[Action]:
         """The next piece to the VAD and the streaming pass, then the question; or, with no
         audio left after the end, the last sentence's end."""
-        if self._unsent:
-            room = self.settings.max_segment_bytes - len(self.sentence)  # > 0: see above
-            size = min(VAD_PIECE_BYTES, room)
+        room = self.settings.max_segment_bytes - len(self.sentence)  # > 0: see above
+        size = min(self._piece_bytes, room)
+        if len(self._unsent) >= size or (self._ending and self._unsent):
             piece = bytes(self._unsent[:size])
             del self._unsent[:size]
             self._asking = True

@@ -21,6 +21,8 @@ from starlette.testclient import TestClient, WebSocketTestSession
 
 from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings
+from gateway.funasr.config import SessionConfig
+from gateway.session.utterance.two_pass_vad import piece_bytes
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
@@ -30,7 +32,7 @@ from workers.engines.paraformer import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
 
-FRAME_BYTES = 3200  # 100 ms: under the session's VAD piece size, so pieces are frames
+FRAME_BYTES = 3200  # 100 ms: the session sends the VAD whole pieces of 200 ms across them
 PREROLL_MS = 300
 
 
@@ -71,13 +73,16 @@ def two_pass(ws: WebSocketTestSession, pcm: bytes) -> list[dict[str, Any]]:
 
 def expected_vad_sentences(model_dir: Path, pcm: bytes) -> list[tuple[bytes, int | None]]:
     """Each sentence's bytes and its speech start (bytes into it), as the session must cut
-    them: after the frame in which funasr's VAD, fed the same frames, reports an end."""
+    them: after the piece in which funasr's VAD, fed the same pieces, reports an end. The
+    session sends the VAD whole pieces, a third of a 600 ms chunk each, whatever the frames
+    (gateway.session.utterance.two_pass_vad)."""
     vad = load_automodel(str(model_dir), "cpu", 1)
     cache: dict[str, Any] = {}
     sentences: list[tuple[bytes, int | None]] = []
     origin, start_at = 0, None
-    for start in range(0, len(pcm), FRAME_BYTES):
-        frame = np.frombuffer(pcm[start : start + FRAME_BYTES], "<i2")
+    piece = piece_bytes(SessionConfig().chunk_bytes)
+    for start in range(0, len(pcm), piece):
+        frame = np.frombuffer(pcm[start : start + piece], "<i2")
         for beg, end in funasr_vad(vad, frame, cache):
             if beg != -1:
                 start_at = beg * 32

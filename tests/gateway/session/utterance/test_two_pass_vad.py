@@ -15,6 +15,7 @@ from gateway.session.utterance.actions import (
     Pool,
     SendAudio,
 )
+from gateway.session.utterance.two_pass_vad import piece_bytes
 from gateway.session.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted
 from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
 
@@ -49,15 +50,17 @@ def test_each_piece_goes_to_the_vad_first_then_waits_for_its_answer() -> None:
     assert names(actions)[-2] == "HoldAudio"
     second = utterance.vad_answered([])
     assert second[0] == SendAudio(vad, pcm[VAD_PIECE_BYTES : 2 * VAD_PIECE_BYTES])
-    third = utterance.vad_answered([])
-    assert third[0] == SendAudio(vad, pcm[2 * VAD_PIECE_BYTES :])
-    assert utterance.vad_answered([]) == []  # all sent: the next frame is awaited
+    # Half a piece: held until the rest of it comes, or the end.
+    assert utterance.vad_answered([]) == []
+    third = utterance.audio(loud(100))
+    assert third[0] == SendAudio(vad, pcm[2 * VAD_PIECE_BYTES :] + loud(100))
 
 
 def test_the_end_waits_for_the_last_answer_then_drops_the_vad_stream() -> None:
     utterance = utterance_for(CONFIG, SETTINGS, vad=True)
     (vad,) = opened(utterance.start(), Pool.VAD)
-    assert isinstance(utterance.audio(loud(100))[-1], AskVad)
+    assert utterance.audio(loud(100)) == []  # half a piece
+    assert utterance.end()[-1] == AskVad(vad)  # the end sends what there is
     assert utterance.end() == []  # the piece's answer first
     actions = utterance.vad_answered([])
     assert actions[0] == CloseStream(vad)
@@ -115,3 +118,23 @@ def test_a_sentence_the_vad_never_ends_is_cut_at_the_segment_limit() -> None:
     online = opened(actions, Pool.STREAMING)
     sizes = [len(audio_of(actions, stream)) for stream in online]
     assert sizes == [500 * 32, 500 * 32, 200 * 32]  # no piece crosses the limit
+
+
+def test_pieces_are_whole_fractions_of_a_chunk() -> None:
+    assert piece_bytes(SessionConfig(chunk_size=(5, 10, 5)).chunk_bytes) == VAD_PIECE_BYTES
+    assert piece_bytes(SessionConfig(chunk_size=(0, 8, 4)).chunk_bytes) == 160 * 32
+    assert piece_bytes(SessionConfig(chunk_size=(0, 1, 1)).chunk_bytes) == 60 * 32
+    assert piece_bytes(SessionConfig(chunk_size=(0, 7, 1)).chunk_bytes) == 140 * 32
+
+
+def test_a_chunk_is_whole_at_the_end_of_a_piece_whatever_the_frames() -> None:
+    config = SessionConfig(mode="2pass", chunk_size=(0, 8, 4))  # 480 ms chunks
+    utterance = utterance_for(config, SETTINGS, vad=True)
+    (online,) = opened(utterance.start(), Pool.STREAMING)
+    actions: list[Action] = []
+    for _ in range(8):  # 60 ms frames
+        sent = utterance.audio(loud(60))
+        actions += sent
+        if sent and isinstance(sent[-1], AskVad):
+            actions += utterance.vad_answered([])
+    assert audio_of(actions, online) == loud(60) * 8  # the chunk, sent at its last frame
