@@ -112,6 +112,8 @@ def run_point(
             str(args.chunk_interval),
             "--arrivals",
             args.arrivals,
+            "--mode",
+            args.mode,
         ]
     )
     cpu_before, loop_before = family_cpu_seconds(gateway.pid), cpu_seconds(gateway.pid)
@@ -240,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["uniform", "random"],
         default="uniform",
         help="stream starts spread evenly over --ramp, or at random within it (bench.load.ws_load)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["online", "2pass"],
+        default="online",
+        help="the streams' mode (2pass: speech with pauses, bench.load.ws_load)",
     )
     parser.add_argument(
         "--chunk-interval",
