@@ -356,11 +356,12 @@ ONNX_PRECISION = Setting(
 BATCH_HOLD = Setting(
     "ASR_BATCH_HOLD",
     Choice(BATCH_HOLDS),
-    "due",
-    "when a streaming worker holds a step open for more streams' chunks: `due`, while another"
-    " stream's next chunk is due (a real-time client sends one a chunk's duration after the"
-    " last), within `ASR_CHUNK_DEADLINE_MS`; `wait`, for whatever comes within"
-    " `ASR_BATCH_WAIT_MS`",
+    "wait",
+    "when a streaming worker holds a step open for more streams' chunks: `wait`, for whatever"
+    " comes within `ASR_BATCH_WAIT_MS` (0, the default: take what is waiting); `due`, while"
+    " another stream's next chunk is due (a real-time client sends one a chunk's duration after"
+    " the last), as long as the worker is busy, within `ASR_CHUNK_DEADLINE_MS`: 15-25 % less"
+    " CPU per audio hour from 12 to 30 streams here, for 80-130 ms more latency per chunk",
 )
 BATCH_WAIT_MS = Setting(
     "ASR_BATCH_WAIT_MS",

@@ -176,7 +176,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_MAX_SESSIONS_PER_CLIENT": ("2", lambda s: s.access.max_sessions_per_client, 2),
     "ASR_ENGINE": ("paraformer-onnx", lambda s: s.pool.engine, "paraformer-onnx"),
     "ASR_ONNX_PRECISION": ("int8", lambda s: s.pool.onnx_precision, "int8"),
-    "ASR_BATCH_HOLD": ("wait", lambda s: s.pool.batch_hold, "wait"),
+    "ASR_BATCH_HOLD": ("due", lambda s: s.pool.batch_hold, "due"),
     "ASR_BATCH_WAIT_MS": ("5", lambda s: s.pool.batch_wait_s, 0.005),
     "ASR_CHUNK_DEADLINE_MS": ("250", lambda s: s.pool.chunk_deadline_s, 0.25),
     "ASR_TRANSCRIBE_MAX_BYTES": ("1000", lambda s: s.transcribe.max_bytes, 1000),

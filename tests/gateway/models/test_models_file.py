@@ -25,7 +25,8 @@ def table_of(text: str, cuda: int = 2, env: dict[str, str] | None = None) -> obj
 
 
 def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
-    table = models_table(tomllib.loads(SEED_LAYOUT), {"ASR_THREADS_PER_WORKER": "2"}, 2)
+    env = {"ASR_THREADS_PER_WORKER": "2", "ASR_BATCH_HOLD": "due"}
+    table = models_table(tomllib.loads(SEED_LAYOUT), env, 2)
     assert table.default == "zh"
     assert [choice.name for choice in table.choices] == ["zh", "en"]
     zh, en = table.choices
@@ -48,7 +49,7 @@ def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
     )
     assert offline.batch_wait_s == pytest.approx(0.02)
     assert offline.batch_hold == "wait"  # utterances end when they end: none is due
-    assert zh.streaming.settings.batch_hold == "due"
+    assert zh.streaming.settings.batch_hold == "due"  # the environment's
     assert zh.vad is not None
     assert zh.vad.settings.kind == "vad"
     assert zh.vad.settings.batch_hold == "wait"
