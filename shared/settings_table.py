@@ -360,8 +360,8 @@ BATCH_HOLD = Setting(
     "when a streaming worker holds a step open for more streams' chunks: `wait`, for whatever"
     " comes within `ASR_BATCH_WAIT_MS` (0, the default: take what is waiting); `due`, while"
     " another stream's next chunk is due (a real-time client sends one a chunk's duration after"
-    " the last), as long as the worker is busy, within `ASR_CHUNK_DEADLINE_MS`: 15-25 % less"
-    " CPU per audio hour from 12 to 30 streams here, for 80-130 ms more latency per chunk",
+    " the last), as long as the worker is busy, within `ASR_CHUNK_DEADLINE_MS`: up to 16 % less"
+    " CPU per audio hour, for up to 90 ms more latency per chunk (docs/workers.md)",
 )
 BATCH_WAIT_MS = Setting(
     "ASR_BATCH_WAIT_MS",
