@@ -54,9 +54,7 @@ from shared.errors import GatewayError, ProtocolError, ResumeExpiredError, Shutt
 logger = logging.getLogger(__name__)
 
 EVENT_BUFFER = 5  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
-# A config update and an end (gateway.funasr.parser), after the audio held before them
-# (gateway.session.gather).
-MAX_EVENTS_PER_FRAME = 3
+MAX_EVENTS_PER_FRAME = 3  # an update and an end, after audio held back (session.gather)
 CLEAN_CLOSE_CODES = (1000, 1001)
 ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
 
@@ -294,11 +292,10 @@ class Session:
     async def _read(self) -> None:
         try:
             while True:
-                # Room for a frame's events first: once a frame is taken, its events are
-                # queued at once, so a connection lost while the forwarder is busy loses
-                # nothing, and nothing waits on the forwarder once the connection is gone.
+                # Room for a frame's events first: a frame taken is queued at once, so a
+                # lost connection loses nothing, and nothing waits on the forwarder after.
                 await self._room_for_a_frame()
-                events = self._parse(await self._receive())
+                events = await self._receive_events()
                 resumes = [event for event in events if isinstance(event, ResumeRequested)]
                 if resumes:
                     self._resume_instead = resumes[0]
@@ -309,26 +306,11 @@ class Session:
                     await self._refuse_utterance()
                 self._note(events)
                 self._queue(self._gatherer.gather(events))
-                # Nothing of the frame stays in this (suspended) frame: a session ends by
-                # cancellation, and its tracebacks keep their frames' locals until the
-                # cyclic collector runs, which the tuned collector does rarely.
+                # Nothing of the frame stays here: a session ends by cancellation, and its
+                # tracebacks keep frames' locals until the (rarely run) cyclic collector.
                 events = []
-        finally:
-            self._queue(self._gatherer.flush())  # held audio is the session's, not the connection's
-
-    def _parse(self, message: Message) -> list[Event]:
-        """One frame into events, against the frame cap."""
-        parser, now = self._parser, anyio.current_time()
-        if self._resumability is not None:
-            self._resumability.heard()
-        text, data = message.get("text"), message.get("bytes")
-        if text is not None:
-            self._limits.frame(None, parser.session_config.audio_fs, now, len(text))
-            return parser.receive_text(text)
-        if data is not None:
-            self._limits.frame(len(data), parser.session_config.audio_fs, now)
-            return parser.receive_bytes(data)
-        return []
+        finally:  # audio held back is the session's, not the connection's
+            self._queue(self._gatherer.flush())
 
     def _note(self, events: list[Event]) -> None:
         """Count what the events start and spend."""
@@ -353,8 +335,9 @@ class Session:
         while self._events_in.statistics().current_buffer_used > room:
             await self._pipeline.event_taken.wait()
 
-    async def _receive(self) -> Message:
-        """The client's next frame, within the limits' deadline."""
+    async def _receive_events(self) -> list[Event]:
+        """The client's next frame, within the limits' deadline, parsed against the frame
+        cap and rate."""
         owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
         deadline = self._limits.next_frame(self._parser.state, owed)
         message: Message | None = None
@@ -369,7 +352,17 @@ class Session:
             # too; a connection lost without one (1006) parks it.
             self._left = message.get("code") in CLEAN_CLOSE_CODES
             raise _ClientGone
-        return message
+        if self._resumability is not None:
+            self._resumability.heard()
+        parser, now = self._parser, anyio.current_time()
+        text, data = message.get("text"), message.get("bytes")
+        if text is not None:
+            self._limits.frame(None, parser.session_config.audio_fs, now, len(text))
+            return parser.receive_text(text)
+        if data is not None:
+            self._limits.frame(len(data), parser.session_config.audio_fs, now)
+            return parser.receive_bytes(data)
+        return []
 
     async def _refuse_utterance(self) -> None:
         """No new utterance while draining; the ones still owed their results get them
