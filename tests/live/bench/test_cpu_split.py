@@ -18,4 +18,6 @@ def test_the_split_names_the_gateway_each_pool_and_the_generator(
     streaming = [float(cores) for cores in row[6].split(", ")]
     assert len(streaming) == 2  # both streaming workers, told apart by /readyz's pids
     assert row[7] == row[8] == ""  # no offline or VAD pool
-    assert float(row[12].rstrip(" |")) > 0  # CPU per chunk answered
+    assert float(row[10]) > 0  # the load generator's own CPU at least
+    # CPU per chunk answered: the checksum engine's is under /proc's 10 ms ticks.
+    assert float(row[12].rstrip(" |")) >= 0
