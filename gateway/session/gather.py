@@ -4,7 +4,8 @@
 FunASR's clients send each 600 ms model chunk as 10 frames of 60 ms. An ``online`` utterance
 does nothing with audio until a chunk is whole (``gateway.audio.chunker``), yet every frame
 handed to the forwarder costs a hand-off between the session's tasks and a pass through the
-utterance's logic: about half of the gateway's CPU per frame. So the reader holds an online
+utterance's logic (gathered, the event loop spends 10-21 % less per frame: BENCHMARKS.md,
+issue #30). So the reader holds an online
 utterance's frames and hands them on as one piece once they reach the end of a chunk,
 counted from the utterance's start as the utterance cuts; anything else the client sends
 (an update, an end) first hands on what is held. The utterance gets the same bytes in the

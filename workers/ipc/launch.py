@@ -28,17 +28,21 @@ class BatchPolicy:
 
     Everything already waiting goes in (up to ``max_batch`` chunks). A step with fewer may be
     held open for more: ``hold="due"``, while another open stream's next chunk is due;
-    ``hold="wait"``, whoever may come; either way for at most ``wait_s``, and never past
-    the moment where the oldest chunk, given the time such a step takes, would miss
-    ``deadline_s`` from its send; never when a chunk is a stream's last (finals go at
-    once), unless the engine decodes at the final piece: then finals are what a held step
-    gathers.
+    ``hold="wait"``, for whoever comes within ``wait_s``. Either way never past the moment
+    where the oldest chunk, given the time such a step takes, would miss ``deadline_s``
+    from its send; never when a chunk is a stream's last (finals go at once), unless the
+    engine decodes at the final piece: then finals are what a held step gathers.
     """
 
     max_batch: int
     wait_s: float = 0.0
     deadline_s: float = 0.6
     hold: BatchHold = "wait"
+
+    @property
+    def holds(self) -> bool:
+        """Whether a step is ever held open (otherwise it takes what is waiting)."""
+        return self.hold == "due" or self.wait_s > 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,10 +114,11 @@ def _serve(
         if freed:
             # Hand the slots back before computing: the parent can refill them meanwhile.
             results.send((SlotsFreed(tuple(freed)),))
-        if not pending:
+        if policy.holds and not pending:
             # With a backlog the step is full of known work already: no waiting for more.
             wait_for_more(receiver, results, policy, hold_finals, received, clock, step_times, duty)
-        clock.saw(received)
+        if policy.hold == "due":
+            clock.saw(received)
         pending.extend(received)
         commands = pending.take_step(policy.max_batch)
         started = time.monotonic()

@@ -196,3 +196,9 @@ def test_the_duty_is_the_share_of_wall_time_in_steps_and_decays_when_idle() -> N
     assert busy(0.8).hold_fraction(end) == 1.0
     later = end + DUTY_TIME_CONSTANT_S * math.log(0.8 / 0.5)  # decayed to 0.5
     assert duty.hold_fraction(later) == pytest.approx(0.5, abs=0.01)
+
+
+def test_a_policy_holds_with_due_or_a_wait_and_not_otherwise() -> None:
+    assert not BatchPolicy(max_batch=8).holds  # the default: take what is waiting
+    assert BatchPolicy(max_batch=8, hold="due").holds
+    assert BatchPolicy(max_batch=8, wait_s=0.05).holds
