@@ -12,6 +12,8 @@ side:
   pipe, answers the piece and serves on (its next read fails);
 - a piece that starts with :data:`UNREADABLE`: its result pickles in the worker but cannot
   be unpickled in the parent;
+- a piece that starts with :data:`HUGE_RESULT`: its result's text is :data:`HUGE_TEXT`
+  (several pipe buffers: the parent reads it in many pieces, some of them would block);
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
   starts: loading raises (restarts fail until the file is removed);
 - the environment variable :data:`NO_FDS_ENV`: the worker leaves itself no free descriptor
@@ -41,6 +43,9 @@ FAIL_STEP = np.array([-32768, 32767, -32768, 1], dtype=np.int16)
 CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
 UNREADABLE = np.array([-32768, 32767, -32768, 3], dtype=np.int16)
 CLOSE_COMMANDS = np.array([-32768, 32767, -32768, 4], dtype=np.int16)
+HUGE_RESULT = np.array([-32768, 32767, -32768, 5], dtype=np.int16)
+# 600 KB of text that does not compress away in pickling: about ten 64 KiB pipe buffers.
+HUGE_TEXT = "".join(f"{index:07d}" for index in range(600_000 // 7))
 FAIL_OPEN = "fail-open"
 FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
 NO_FDS_ENV = "TEST_FAILING_ENGINE_NO_FDS"
@@ -90,12 +95,15 @@ class FailingChecksumEngine(ChecksumEngine):
             super().feed(items)  # half the work done: the state is then dropped all the same
             raise RuntimeError("asked to fail this step")
         outputs = super().feed(items)
-        return [
-            replace(output, text=_Unreadable(output.text))
-            if _starts_with(item.samples, UNREADABLE)
-            else output
-            for item, output in zip(items, outputs, strict=True)
-        ]
+        return [_marked_output(item, output) for item, output in zip(items, outputs, strict=True)]
+
+
+def _marked_output(item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
+    if _starts_with(item.samples, UNREADABLE):
+        return replace(output, text=_Unreadable(output.text))
+    if _starts_with(item.samples, HUGE_RESULT):
+        return replace(output, text=HUGE_TEXT)
+    return output
 
 
 def load(spec: EngineSpec) -> FailingChecksumEngine:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import struct
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
@@ -15,6 +14,7 @@ from typing import Protocol
 
 from shared.messages import StreamOptions
 from workers.ipc.channel import QueueItem
+from workers.ipc.framing import encode_frame
 from workers.ipc.slab import Slab
 from workers.ipc.wire import FLAG_FINAL, NO_SLOT, CommandHeader, CommandKind
 
@@ -51,11 +51,6 @@ def open_header(stream_id: int, options: StreamOptions) -> CommandHeader:
     return CommandHeader(CommandKind.OPEN, stream_id, options=options)
 
 
-# multiprocessing.Connection's framing: a signed 32-bit big-endian length, then the bytes.
-# We write it ourselves, non-blocking, and the worker reads with Connection.recv_bytes.
-_FRAME_LENGTH = struct.Struct("!i")
-
-
 class ShmSender:
     """Headers go down a non-blocking pipe, in the order sent.
 
@@ -84,7 +79,8 @@ class ShmSender:
         if header.slot != NO_SLOT:
             self._slab.write(header.slot, pcm)
         payload = header.pack()
-        frame = _FRAME_LENGTH.pack(len(payload)) + payload
+        # Framed as the worker's Connection.recv_bytes reads it; written here, non-blocking.
+        frame = encode_frame(payload)
         if self._pending:
             self._pending += frame  # behind what is already waiting: order is kept
             return

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import collections
 import enum
 import errno
 import math
 import multiprocessing
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -17,7 +15,6 @@ import anyio
 
 from shared.errors import GatewayError, WorkerError, WorkerLoadError
 from shared.messages import (
-    SAMPLE_RATE,
     EngineSpec,
     StreamExpired,
     StreamFailed,
@@ -31,11 +28,14 @@ from shared.messages import (
 from shared.settings import PoolSettings
 from workers.engines import EngineLoader, load_engine
 from workers.ipc.channel import Channel, QueueChannel, ShmChannel
+from workers.ipc.framing import FramingError
 from workers.ipc.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
 from workers.ipc.os_error import describe
+from workers.ipc.results import ResultReader, unpickle_batch
 from workers.ipc.sender import CommandSender, QueueSender, ShmSender, open_header
 from workers.ipc.slab import Slab, SlabError
 from workers.ipc.wire import CommandHeader, CommandKind, SlabLayout
+from workers.pool.owed import OwedWork
 
 KILL_GRACE_S = 2.0
 
@@ -87,24 +87,10 @@ class WorkerHandle:
             self._free_slots_in.send_nowait(slot)
         self._slab: Slab | None = None
         self._sender: CommandSender | None = None
-        self._results: Connection | None = None
+        self._reader: ResultReader | None = None
+        self._early: list[bytes] = []  # read with the first message, routed after it
         self._process: BaseProcess | None = None
-        # Hang detection: every audio piece sent is owed exactly one answer (a result or a
-        # failure), and the worker answers them in the order sent. ``_owed`` holds, for
-        # each piece not yet answered, the audio (samples) it costs the worker: its own, or
-        # for a whole-utterance engine's final piece the stream's whole audio (the engine
-        # decodes then; ``_utterances`` counts what each stream has sent so far).
-        # ``_owed_since`` is when the worker last made progress while owing any, and
-        # ``_budget_samples`` the audio it owed then, plus the whole-utterance finals sent
-        # since: audio sent while it is silent cannot be in the step it is busy with, and
-        # must not keep a hung worker alive for as long as its clients send. Whether the
-        # engine decodes whole utterances, the worker says when it is ready.
-        self._whole_utterances = False
-        self._utterances: dict[int, int] = {}
-        self._owed: collections.deque[int] = collections.deque()
-        self._owed_samples = 0
-        self._budget_samples = 0
-        self._owed_since: float | None = None
+        self.owed = OwedWork()  # for the pool's hang watchdog
         self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
         self._commands_waiting = anyio.Event()  # set while the sender holds unsent bytes
 
@@ -131,8 +117,9 @@ class WorkerHandle:
         child_ends: list[Connection] = []
         doing = "opening its results pipe"
         try:
-            self._results, results_child = context.Pipe(duplex=False)
+            results, results_child = context.Pipe(duplex=False)
             child_ends.append(results_child)
+            self._reader = ResultReader(results)
             channel: Channel
             if self._settings.transport == "shm":
                 doing = "creating its slab"
@@ -187,7 +174,7 @@ class WorkerHandle:
         match first:
             case WorkerReady():
                 self.ready = first
-                self._whole_utterances = first.capabilities.decodes_at_final
+                self.owed.whole_utterances = first.capabilities.decodes_at_final
                 stop_asked = self.state is WorkerState.STOPPING  # while it loaded
                 self.state = WorkerState.READY
                 if stop_asked:
@@ -216,59 +203,86 @@ class WorkerHandle:
         return WorkerLoadError(f"{what}, {doing}: {describe(exc)}")
 
     async def _receive_one(self) -> WorkerMessage | None:
-        assert self._results is not None
-        await anyio.wait_readable(self._results.fileno())
-        try:
-            batch: tuple[WorkerMessage, ...] = self._results.recv()
-        except EOFError:
-            return None
-        return batch[0]
+        """The worker's first message (its ready or its load failure), ``None`` at EOF."""
+        reader = self._reader
+        assert reader is not None
+        while True:
+            await anyio.wait_readable(reader.fileno())
+            try:
+                payloads, ended = reader.read()
+                if payloads:
+                    # Messages after the first wait in the pipe's order for read_messages:
+                    # a worker sends nothing else before the gateway answers its ready.
+                    self._early = payloads[1:]
+                    return unpickle_batch(payloads[0])[0]
+            except Exception as exc:  # an OSError, bad framing, or anything unpickling raised
+                raise WorkerLoadError(
+                    f"worker {self.index} sent a first message that cannot be read"
+                    f" ({type(exc).__name__}: {exc})"
+                ) from exc
+            if ended:
+                return None
 
     async def read_messages(self, route: Callable[[WorkerHandle, WorkerMessage], None]) -> None:
         """Route every message until the worker's end of the pipe closes (it exited).
 
-        The worker is ``DEAD`` from the moment that is read, before this returns. A batch
-        that cannot be read (unpickling fails) also leaves it ``DEAD``, and raises
+        The worker is ``DEAD`` from the moment that is read, before this returns; messages
+        it sent before closing are routed first. A read that would block is no death, under
+        any event loop: a message arrives whole, whatever its size, or waits for the rest.
+        A read that fails (the descriptor closed under us) ends it as EOF does. A batch that
+        cannot be read (bad framing, unpickling fails) also leaves it ``DEAD``, and raises
         :class:`WorkerError`; so does anything ``route`` raises, which propagates.
         """
-        assert self._results is not None
-        results = self._results
+        reader = self._reader
+        assert reader is not None
+        payloads, self._early = self._early, []
+        ended = False
         while True:
-            await anyio.wait_readable(results.fileno())
-            while True:
+            for payload in payloads:
                 try:
-                    if not results.poll():
-                        break
-                    batch: tuple[WorkerMessage, ...] = results.recv()
-                except (EOFError, OSError):
-                    self.state = WorkerState.DEAD
-                    return
+                    batch = unpickle_batch(payload)
                 except Exception as exc:  # pickle raises anything a reduce function raises
                     self.state = WorkerState.DEAD
                     raise WorkerError(
                         f"sent a message that cannot be read ({type(exc).__name__}: {exc})"
                     ) from exc
-                answered = False
-                try:
-                    for message in batch:
-                        match message:
-                            case StreamResult() | StreamFailed():
-                                answered = True
-                                if self._owed:
-                                    self._owed_samples -= self._owed.popleft()
-                                if not isinstance(message, StreamResult):
-                                    self._utterances.pop(message.stream_id, None)
-                            case StreamExpired():
-                                self._utterances.pop(message.stream_id, None)
-                            case WorkerStats():
-                                self.engine_streams = message.engine_streams
-                        route(self, message)
-                except BaseException:
-                    self.state = WorkerState.DEAD  # the rest of the batch is lost
-                    raise
-                if answered:
-                    self._owed_since = time.monotonic() if self._owed else None
-                    self._budget_samples = self._owed_samples
+                self._route_batch(batch, route)
+            if ended:
+                self.state = WorkerState.DEAD
+                return
+            try:
+                await anyio.wait_readable(reader.fileno())
+                payloads, ended = reader.read()
+            except FramingError as exc:
+                self.state = WorkerState.DEAD
+                raise WorkerError(f"sent bytes that are not a message ({exc})") from exc
+            except OSError:
+                payloads, ended = [], True
+
+    def _route_batch(
+        self,
+        batch: tuple[WorkerMessage, ...],
+        route: Callable[[WorkerHandle, WorkerMessage], None],
+    ) -> None:
+        answered = False
+        try:
+            for message in batch:
+                match message:
+                    case StreamResult() | StreamFailed():
+                        answered = True
+                        self.owed.answered()
+                        if not isinstance(message, StreamResult):
+                            self.owed.forget(message.stream_id)
+                    case StreamExpired():
+                        self.owed.forget(message.stream_id)
+                    case WorkerStats():
+                        self.engine_streams = message.engine_streams
+                route(self, message)
+        except BaseException:
+            self.state = WorkerState.DEAD  # the rest of the batch is lost
+            raise
+        if answered:
+            self.owed.progressed()
 
     async def flush_commands(self) -> None:
         """Write out what the command pipe could not take at once, as it drains. Runs for
@@ -280,18 +294,6 @@ class WorkerHandle:
                 await anyio.wait_writable(sender.fileno())
                 sender.flush()
             self._commands_waiting = anyio.Event()
-
-    def seconds_without_progress(self) -> float:
-        """How long the worker has owed answers without sending any (0 if it owes none)."""
-        owed_since = self._owed_since
-        return 0.0 if owed_since is None else time.monotonic() - owed_since
-
-    @property
-    def owed_audio_seconds(self) -> float:
-        """The audio the worker owes answers for, in seconds, as its hang timeout counts
-        it: what it owed when it last made progress (or began to owe), and the
-        whole-utterance decodes asked of it since."""
-        return self._budget_samples / SAMPLE_RATE
 
     async def acquire_slot(self) -> int:
         """Wait for a free slot: this wait is the pipeline's backpressure."""
@@ -311,7 +313,7 @@ class WorkerHandle:
     def close_stream(self, stream_id: int) -> None:
         """Tell the worker to drop an abandoned stream's state; a gone worker has none."""
         self.streams.pop(stream_id, None)
-        self._utterances.pop(stream_id, None)
+        self.owed.forget(stream_id)
         if self.state is WorkerState.READY:
             try:
                 self.send(CommandHeader(CommandKind.CLOSE, stream_id))
@@ -328,24 +330,7 @@ class WorkerHandle:
         if self._sender.pending_bytes:
             self._commands_waiting.set()
         if header.kind is CommandKind.AUDIO:
-            self._owe(header)
-
-    def _owe(self, header: CommandHeader) -> None:
-        cost = header.length // 2
-        whole_utterance = self._whole_utterances and header.final
-        if self._whole_utterances:
-            sent = self._utterances.pop(header.stream_id, 0) + cost
-            if header.final:
-                cost = sent
-            else:
-                self._utterances[header.stream_id] = sent
-        self._owed.append(cost)
-        self._owed_samples += cost
-        if self._owed_since is None:
-            self._owed_since = time.monotonic()
-            self._budget_samples = cost
-        elif whole_utterance:
-            self._budget_samples += cost
+            self.owed.sent(header.stream_id, header.length, header.final)
 
     def request_stop(self) -> None:
         """Ask the worker to finish what is queued and exit."""
@@ -387,7 +372,7 @@ class WorkerHandle:
 
     def fail_streams(self, error: GatewayError) -> None:
         streams, self.streams = self.streams, {}
-        self._utterances.clear()
+        self.owed.forget_all()
         for sink in streams.values():
             sink.fail(error)
 
@@ -401,11 +386,11 @@ class WorkerHandle:
                 anyio.notify_closing(self._sender.fileno())
             self._sender.close()
             self._sender = None
-        if self._results is not None:
-            if not self._results.closed:  # it may have been closed under us
-                anyio.notify_closing(self._results.fileno())
-            self._results.close()
-            self._results = None
+        if self._reader is not None:
+            if not self._reader.closed:  # it may have been closed under us
+                anyio.notify_closing(self._reader.fileno())
+            self._reader.close()
+            self._reader = None
         if self._slab is not None:
             self._slab.close()
             self._slab = None

@@ -278,9 +278,9 @@ class WorkerPool:
         settings = self.settings
         while True:
             await anyio.sleep(min(1.0, settings.step_timeout_s / 4))
-            owed_s = handle.owed_audio_seconds
+            owed_s = handle.owed.owed_audio_seconds
             timeout = settings.hang_timeout_s(owed_s)
-            if handle.seconds_without_progress() > timeout:
+            if handle.owed.seconds_without_progress() > timeout:
                 lose(
                     _Loss(
                         f"sent no result for {timeout:.3g} s and was killed"

@@ -23,7 +23,7 @@ from bench.common.audio import expected_checksum
 from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from tests.helpers import failing_engine
-from tests.helpers.failing_engine import CLOSE_COMMANDS, marked
+from tests.helpers.failing_engine import CLOSE_COMMANDS, HUGE_RESULT, HUGE_TEXT, marked
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
@@ -159,3 +159,34 @@ async def test_a_worker_whose_end_of_its_command_pipe_closes_is_replaced() -> No
         await victim_stream.aclose()
         await _the_rest_is_served(pool, survivor, victim)
     assert _our_segments() == before
+
+
+# uvloop is the loop uvicorn gives users by default, and it makes every descriptor it polls
+# non-blocking: the results pipe's reads would block mid-frame under it, never under asyncio.
+BOTH_LOOPS = pytest.mark.parametrize(
+    "anyio_backend",
+    [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), "asyncio"],
+)
+
+
+@BOTH_LOOPS
+async def test_results_larger_than_the_pipe_arrive_whole_and_the_worker_lives() -> None:
+    settings = PoolSettings(model="checksum", devices=("cpu",))
+    async with WorkerPool(settings, engine_loader=failing_engine.load) as pool:
+        (worker,) = pool.status()
+        huge, plain = pool.open_stream(), pool.open_stream()
+        for _ in range(4):  # four pieces: the worker may answer them in one batch of MBs
+            await huge.send(marked(HUGE_RESULT))
+        await plain.send(AUDIO[:8000])
+        with anyio.fail_after(20):
+            texts = [(await huge.receive()).text for _ in range(4)]
+            assert (await plain.receive()).text == expected_checksum(AUDIO[:8000])
+        assert texts == [HUGE_TEXT] * 4
+        await plain.finish(AUDIO[8000:])
+        with anyio.fail_after(10):
+            assert [r.text async for r in plain][-1] == expected_checksum(AUDIO)
+        await huge.aclose()
+        await plain.aclose()
+        (after,) = pool.status()
+        assert (after.pid, after.restarts, after.state) == (worker.pid, 0, "ready")
+        assert pool.health is None
