@@ -50,6 +50,7 @@ from gateway.ops.agent import DEFAULT_HOST, Capacity, serve_agent
 from gateway.ops.gpu_memory import GpuMemory
 from gateway.ops.main_port_log import bounded_accept_reports
 from gateway.ops.page import PageFiles
+from gateway.ops.secret_log import keep_secrets_out_of_logs
 from gateway.ops.server_log import quiet_client_faults
 from gateway.ops.side_tasks import keep_running
 from gateway.ops.signals import SignalDrain
@@ -144,6 +145,7 @@ class Gateway:
     async def _serve(self) -> AsyncIterator[None]:
         _show_our_logs()
         quiet_client_faults()  # uvicorn's logging is configured by now; frames come later
+        keep_secrets_out_of_logs()
         try:
             settings = self._settings or GatewaySettings.from_env(self._environ)
         except ValueError as exc:
@@ -188,6 +190,7 @@ class Gateway:
                     limiter = TranscriptionLimiter(
                         settings.transcribe.concurrency, settings.transcribe.concurrency_per_client
                     )
+                    self.metrics.transcriptions_active.set_function(lambda: limiter.busy)
                     budget = AudioBudget(settings.max_buffered_bytes)
                     self.metrics.watch_budget(
                         lambda: budget.held / BYTES_PER_SECOND,

@@ -211,6 +211,12 @@ class GatewayMetrics:
             ["status"],
             registry=registry,
         )
+        self.transcriptions_active = Gauge(
+            "asr_transcriptions_active",
+            "File transcriptions holding a place (ASR_TRANSCRIBE_CONCURRENCY): reading their"
+            " body, decoding, or streaming their answer",
+            registry=registry,
+        )
         self.transcription_refusals = Counter(
             "asr_transcription_refusals",
             "File transcriptions refused, by reason: too_large, too_long, bad_rate,"

@@ -63,6 +63,27 @@ def silence_from_speech(speech: Sequence[tuple[int, int]], total_bytes: int) -> 
     return mask
 
 
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """Where the VAD heard speech in an utterance of ``total_bytes``: ``regions`` as
+    ``(start, end)`` in bytes of its PCM. One VAD pass gives both the segments' cuts
+    (``silence``) and the regions a speaker stream embeds (``in_ms``)."""
+
+    regions: tuple[tuple[int, int], ...]
+    total_bytes: int
+
+    def silence(self) -> Mask:
+        return silence_from_speech(self.regions, self.total_bytes)
+
+    def in_ms(self) -> tuple[tuple[int, int], ...]:
+        """The regions in ms, those shorter than a millisecond left out."""
+        return tuple(
+            (start // BYTES_PER_MS, end // BYTES_PER_MS)
+            for start, end in self.regions
+            if end // BYTES_PER_MS > start // BYTES_PER_MS
+        )
+
+
 def cut(total_bytes: int, max_bytes: int, silent: Mask | None = None) -> list[Segment]:
     """Segments covering ``total_bytes`` in order, each at most ``max_bytes`` long."""
     if max_bytes < FRAME_BYTES:

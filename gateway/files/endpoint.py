@@ -4,7 +4,9 @@
 ``serve_transcription`` is the part every file endpoint shares (OpenAI's
 ``/v1/audio/transcriptions`` too, ``gateway.openai_api.transcriptions``): draining and
 readiness (503), the key and the origin (401, 403), a place among
-``ASR_TRANSCRIBE_CONCURRENCY`` (429), one log line for a bug (500), and the counts
+``ASR_TRANSCRIBE_CONCURRENCY`` (429), the work cancelled and the place given back the
+moment the client leaves (499, ``gateway.files.disconnect``), one log line for a bug
+(500), and the counts
 (``asr_transcriptions_total{status}``, ``asr_transcription_refusals_total{reason}``); each
 endpoint brings what it runs and how it words a refusal.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 import numpy as np
@@ -22,13 +25,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from gateway.audio.segment import Speech
+from gateway.files.disconnect import while_connected
 from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
 from gateway.funasr.results import stamp_sent, tag_fields
 from gateway.funasr.speaker_labels import turns_json
 from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
-from gateway.session.long_audio import Decoded, transcribe_long
+from gateway.session.long_audio import Decoded, pcm_of, speech_regions, transcribe_long
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.speakers import speakers_of, with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
@@ -100,7 +105,7 @@ async def serve_transcription(
             )
         place = Place(lambda: limiter.give(client))
         try:
-            response = await run(serving, request)
+            response = await while_connected(request, partial(run, serving))
         except BaseException:
             place.release()
             raise
@@ -146,10 +151,14 @@ def chosen_model(serving: Serving, name: str | None) -> ServedModel:
 
 
 async def transcribe_file(
-    serving: Serving, model: ServedModel, samples: npt.NDArray[np.int16], options: StreamOptions
+    serving: Serving,
+    model: ServedModel,
+    samples: npt.NDArray[np.int16],
+    options: StreamOptions,
+    speech: Speech | None = None,
 ) -> Decoded:
     """The whole file's transcript by ``model``; longer than ASR_MAX_SEGMENT_SECONDS, in
-    segments cut at pauses, then joined."""
+    segments cut at pauses (``speech``'s, where the VAD was asked already), then joined."""
     settings = serving.settings
     try:
         return await transcribe_long(
@@ -159,6 +168,7 @@ async def transcribe_file(
             max_segment_bytes=settings.max_segment_bytes,
             vad_pool=model.vad_pool,
             energy_threshold=settings.endpoint.threshold,
+            speech=speech,
         )
     except GatewayError as error:
         raise refusal_for(error) from None
@@ -189,10 +199,12 @@ async def transcribe_with_speakers(
     assert speaker_pool is not None, "check_speakers refused the request"
     assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
     try:
+        # One VAD pass: its regions cut the segments and feed the speakers.
+        speech = await speech_regions(vad_pool, pcm_of(samples))
         return await with_speaker_turns(
-            lambda: transcribe_file(serving, model, samples, options),
+            lambda: transcribe_file(serving, model, samples, options, speech),
             speaker_pool,
-            vad_pool,
+            speech,
             samples,
         )
     except GatewayError as error:

@@ -56,9 +56,40 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return list(addresses)
 
 
+# IPv6 forms that carry an IPv4 address in their last 32 bits, which a translating network
+# (NAT64, SIIT, the deprecated IPv4-compatible form) delivers to that IPv4 address:
+# 64:ff9b::7f00:1 may reach 127.0.0.1 there, and Python's is_global calls it global.
+_CARRY_IPV4_IN_LOW_32 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+)
+# Never public, though is_global says so: site-local (deprecated, still routed inside some
+# sites), and the local-use NAT64 prefix, whose IPv4 may sit anywhere in the address.
+_NEVER_PUBLIC_V6 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("fec0::/10", "64:ff9b:1::/48")
+)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries and may be delivered to, if any: mapped
+    (``::ffff:a.b.c.d``), 6to4 (``2002:AABB:CCDD::``), or in its low 32 bits."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in network for network in _CARRY_IPV4_IN_LOW_32):
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    return None
+
+
 def is_internal(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    """Whether ``address`` may reach this host, its network or its cloud's metadata: not
+    global, or an IPv6 form that carries such an IPv4 address, or one never public."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if any(address in network for network in _NEVER_PUBLIC_V6):
+            return True
+        carried = embedded_ipv4(address)
+        if carried is not None:
+            return not carried.is_global
     return not address.is_global
 
 

@@ -51,6 +51,8 @@ status reason               when
 415    unsupported_type     a request that is neither multipart nor JSON
 415    not_wav              audio that is not WAV, or a WAV encoding not listed above
 429    busy                 ``ASR_TRANSCRIBE_CONCURRENCY`` requests running (``Retry-After``)
+499    client_gone          the client closed the connection after its body, before the
+                            answer: the work is cancelled then (``gateway.files.disconnect``)
 503    unavailable          the server is draining, no worker is ready, or no descriptor is
                             free for a URL fetch (``Retry-After``)
 500    decode_failed        the pool failed to decode

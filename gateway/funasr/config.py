@@ -86,8 +86,10 @@ CONFIG_KEYS = frozenset(field.name for field in dataclass_fields(SessionConfig))
 # the offline decodes still to come (a 2pass utterance's next sentences, an offline end).
 # mode, chunk_size, audio_fs and the rest shape the stream already running: a frame that
 # carries them mid-utterance (FunASR's HTML5 page repeats them in its Stop frame) sets
-# them for the next utterance.
-LIVE_FIELDS = ("wav_name", "hotwords")
+# them for the next utterance. ``model`` takes effect at once too: the session switches
+# before its first audio, or refuses (1008) after it (gateway.session.streams), rather
+# than keep it silently for the next utterance.
+LIVE_FIELDS = ("wav_name", "hotwords", "model")
 
 
 def _mode(name: str, value: object) -> Mode:

@@ -111,6 +111,8 @@ from gateway.session.long_audio import (
     decode_segments,
     file_segments,
     join_segments,
+    pcm_of,
+    speech_regions,
     transcribe_segments,
 )
 from gateway.session.serving import ServedModel, Serving
@@ -305,12 +307,18 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     check_speakers(model, asked.speakers)
     assert form.file is not None, "read_upload refuses a form without one"
     samples = await decode_upload(serving, form.file)
+    speech = None
     try:
+        if asked.speakers:
+            # One VAD pass: its regions cut the segments and feed the speakers.
+            assert model.vad_pool is not None, "a speaker model needs a VAD model"
+            speech = await speech_regions(model.vad_pool, pcm_of(samples))
         segments = await file_segments(
             samples,
             max_segment_bytes=settings.max_segment_bytes,
             vad_pool=model.vad_pool,
             energy_threshold=settings.endpoint.threshold,
+            speech=speech,
         )
     except GatewayError as error:
         raise refusal_for(error) from None
@@ -319,11 +327,10 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
         return EventStream(lambda send: decode.stream(send, metrics))
     turns = None
     try:
-        if asked.speakers:
+        if speech is not None:
             assert model.speaker_pool is not None, "check_speakers refused the request"
-            assert model.vad_pool is not None, "a speaker model needs a VAD model"
             pieces, turns = await with_speaker_turns(
-                decode.all, model.speaker_pool, model.vad_pool, samples
+                decode.all, model.speaker_pool, speech, samples
             )
         else:
             pieces = await decode.all()

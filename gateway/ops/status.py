@@ -39,14 +39,20 @@ async def healthz(serving: Serving | None, not_serving: str | None = None) -> Re
 
 async def readyz(serving: Serving | None, request: Request) -> Response:
     """Whether a session may come here: every model ready, or with ``?model=NAME`` that
-    model ready and not full (404 for a name not served), so that a balancer can route by
-    model. Not while draining, nor while the gateway-wide places are all taken."""
+    model ready and not full (404 for a name not served; without the key, where
+    ASR_PROTECT_STATUS asks for one, a 503 as for a served model that is not ready), so
+    that a balancer can route by model. Not while draining, nor while the gateway-wide
+    places are all taken."""
     if serving is None:
         return JSONResponse({"ready": False, "draining": False, "workers": []}, 503)
     admission = serving.admission
     draining = admission.announced.is_set()
     asked = request.query_params.get("model")
     if asked is not None and asked not in serving.models:
+        if _status_refusal(serving, request) is not None:
+            # Without the key, as a served model that cannot take a session: the answer
+            # does not tell which names are served (GET /v1/models does, with the key).
+            return JSONResponse({"ready": False, "draining": draining, "full": False}, 503)
         return JSONResponse({"ready": False, "error": f"model {asked[:64]!r} is not served"}, 404)
     chosen = list(serving.models.values()) if asked is None else [serving.models[asked]]
     # Full: a balancer should send the next session elsewhere (it would be refused here).

@@ -21,10 +21,10 @@ import numpy.typing as npt
 from gateway.audio.segment import (
     BYTES_PER_MS,
     Segment,
+    Speech,
     cut,
     join_texts,
     silence_by_energy,
-    silence_from_speech,
 )
 from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError
@@ -34,8 +34,9 @@ from workers.pool import WorkerPool
 Pcm = bytes | bytearray | memoryview
 
 
-async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> list[tuple[int, int]]:
-    """Where FunASR's FSMN-VAD hears speech in ``pcm``: ``(start, end)`` in bytes."""
+async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> Speech:
+    """Where FunASR's FSMN-VAD hears speech in ``pcm``: one pass of the VAD pool, whose
+    regions both cut the segments and feed the speakers."""
     regions: list[tuple[int, int]] = []
     start: int | None = None
     async with vad_pool.open_stream() as stream:
@@ -56,17 +57,25 @@ async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> list[tuple[int, int]
             await stream.finish(pcm)
     if start is not None:  # speech to the very end
         regions.append((start, len(pcm)))
-    return regions
+    return Speech(tuple(regions), len(pcm))
 
 
 async def find_segments(
-    pcm: Pcm, max_bytes: int, vad_pool: WorkerPool | None, energy_threshold: float
+    pcm: Pcm,
+    max_bytes: int,
+    vad_pool: WorkerPool | None,
+    energy_threshold: float,
+    speech: Speech | None = None,
 ) -> list[Segment]:
-    """``pcm`` as segments of at most ``max_bytes``: one when it is short enough."""
+    """``pcm`` as segments of at most ``max_bytes``: one when it is short enough. Cut at
+    the pauses of ``speech`` where the VAD was asked already, else of a VAD pass of its
+    own, else of the audio's energy."""
     if len(pcm) <= max_bytes:
         return [Segment(0, len(pcm))]
-    if vad_pool is not None:
-        silent = silence_from_speech(await speech_regions(vad_pool, pcm), len(pcm))
+    if speech is None and vad_pool is not None:
+        speech = await speech_regions(vad_pool, pcm)
+    if speech is not None:
+        silent = speech.silence()
     else:
         silent = await anyio.to_thread.run_sync(silence_by_energy, pcm, energy_threshold)
     return cut(len(pcm), max_bytes, silent)
@@ -215,10 +224,18 @@ async def file_segments(
     max_segment_bytes: int,
     vad_pool: WorkerPool | None,
     energy_threshold: float,
+    speech: Speech | None = None,
 ) -> list[Segment]:
-    """Where a whole file is cut: one segment unless it is longer than the limit."""
-    pcm = np.ascontiguousarray(samples, dtype="<i2").data.cast("B")  # no copy
-    return await find_segments(pcm, max_segment_bytes, vad_pool, energy_threshold)
+    """Where a whole file is cut: one segment unless it is longer than the limit (at the
+    pauses of ``speech`` where the VAD was asked already)."""
+    return await find_segments(
+        pcm_of(samples), max_segment_bytes, vad_pool, energy_threshold, speech
+    )
+
+
+def pcm_of(samples: npt.NDArray[np.int16]) -> memoryview:
+    """The samples' bytes, as the pools and the VAD take them; no copy."""
+    return np.ascontiguousarray(samples, dtype="<i2").data.cast("B")
 
 
 async def transcribe_long(
@@ -229,6 +246,7 @@ async def transcribe_long(
     max_segment_bytes: int,
     vad_pool: WorkerPool | None,
     energy_threshold: float,
+    speech: Speech | None = None,
 ) -> Decoded:
     """A whole file's transcript, decoded in segments when it is longer than the limit."""
     segments = await file_segments(
@@ -236,5 +254,6 @@ async def transcribe_long(
         max_segment_bytes=max_segment_bytes,
         vad_pool=vad_pool,
         energy_threshold=energy_threshold,
+        speech=speech,
     )
     return join_segments(await transcribe_segments(pool, samples, segments, options))

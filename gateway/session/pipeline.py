@@ -122,7 +122,12 @@ class Pipeline:
                 await streams.carry_out(utterance, utterance.audio(pcm))
             case ConfigUpdated(config=config):
                 assert utterance is not None, "the parser updates only an utterance"
-                utterance.update(config)
+                if streams.choose(config.model):  # only before audio: else 1008
+                    streams.drop_unheard()
+                    utterance = utterance_for(config, streams.utterance_settings(), vad=streams.vad)
+                    await streams.carry_out(utterance, utterance.start())
+                else:
+                    utterance.update(config)
             case EndOfUtterance(acknowledge=acknowledge):
                 assert utterance is not None, "the parser lets no end before a config"
                 if acknowledge:

@@ -8,6 +8,9 @@ gets the speaker whose turns overlap it most (``distribute_spk``, here as
 instead of the VAD's regions; we follow ``generate``, which its native diarization and
 FunASR's docs use.
 
+The VAD's one pass over a file gives both these regions and the cuts of its segments
+(``gateway.audio.segment.Speech``): the caller asks for it once and hands it to both.
+
 Cost: the VAD pass is about 3 % of the audio's duration in CPU; CAM++ about 30 ms per
 window, 1.33 windows per second of speech; the clustering of an hour of speech (4,800
 windows, UMAP and HDBSCAN) is measured in BENCHMARKS.md. The labelling is linear in the
@@ -23,9 +26,8 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from gateway.audio.segment import BYTES_PER_MS
+from gateway.audio.segment import Speech
 from gateway.funasr.speaker_labels import sentence_speakers
-from gateway.session.long_audio import Pcm, speech_regions
 from shared.errors import GatewayError
 from shared.messages import MAX_SPEECH_REGIONS, SentenceStamp, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
@@ -37,13 +39,10 @@ class TooManyRegionsError(GatewayError):
     """The file has more speech regions than one speaker stream may carry."""
 
 
-async def speech_ms(vad_pool: WorkerPool, pcm: Pcm) -> tuple[tuple[int, int], ...]:
-    """Where the VAD pool hears speech in ``pcm``, in ms, as a speaker stream takes them."""
-    regions = tuple(
-        (start // BYTES_PER_MS, end // BYTES_PER_MS)
-        for start, end in await speech_regions(vad_pool, pcm)
-        if end // BYTES_PER_MS > start // BYTES_PER_MS
-    )
+def speaker_regions(speech: Speech) -> tuple[tuple[int, int], ...]:
+    """The speech regions in ms, as a speaker stream takes them; ``TooManyRegionsError``
+    past what one stream may carry."""
+    regions = speech.in_ms()
     if len(regions) > MAX_SPEECH_REGIONS:
         raise TooManyRegionsError(
             f"{len(regions)} speech regions; speaker labels take at most {MAX_SPEECH_REGIONS}"
@@ -52,10 +51,10 @@ async def speech_ms(vad_pool: WorkerPool, pcm: Pcm) -> tuple[tuple[int, int], ..
 
 
 async def speaker_turns(
-    speaker_pool: WorkerPool, vad_pool: WorkerPool, samples: npt.NDArray[np.int16]
+    speaker_pool: WorkerPool, speech: Speech, samples: npt.NDArray[np.int16]
 ) -> tuple[SpeakerTurn, ...]:
     """The file's speaker turns: its VAD regions, embedded and clustered by the pool."""
-    regions = await speech_ms(vad_pool, np.ascontiguousarray(samples, dtype="<i2").data.cast("B"))
+    regions = speaker_regions(speech)
     turns: tuple[SpeakerTurn, ...] = ()
     async with speaker_pool.open_stream(StreamOptions(speech_regions=regions)) as stream:
 
@@ -73,7 +72,7 @@ async def speaker_turns(
 async def with_speaker_turns(
     work: Callable[[], Awaitable[T]],
     speaker_pool: WorkerPool,
-    vad_pool: WorkerPool,
+    speech: Speech,
     samples: npt.NDArray[np.int16],
 ) -> tuple[T, tuple[SpeakerTurn, ...]]:
     """``work``'s result (the file's decode), and the file's speaker turns, found at the
@@ -96,7 +95,7 @@ async def with_speaker_turns(
 
     async def label() -> None:
         nonlocal turns
-        turns = await speaker_turns(speaker_pool, vad_pool, samples)
+        turns = await speaker_turns(speaker_pool, speech, samples)
 
     async with anyio.create_task_group() as group:
         group.start_soon(run, decode, group.cancel_scope)

@@ -3,9 +3,12 @@ say (``gateway.session.utterance.actions``), handed to the writer pass by pass, 
 still open closed at the session's end, with the audio it held given back.
 
 The pools are those of the session's model (``choose``): the URL's ``?model=``, else the
-first config's ``model``, else the default. Until audio has gone to a pool, a config may
-still name another (OpenAI's realtime session names its model in an update after the first
-turn is open); from then on the session stays on its model."""
+first config's ``model``, else the default. Until the session's first audio, a config may
+still name another, a new utterance's or one inside the open utterance (OpenAI's realtime
+session names its model in an update after the first turn is open); from then on the
+session stays on its model. So that nothing has gone to a pool before then, an utterance's
+opening (its streams opened, their results relayed) is held until audio or an end asks for
+more, and a switch drops it."""
 
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ from anyio.abc import ObjectSendStream
 from gateway.funasr.results import Label, ResultFrames
 from gateway.limits.admission import Place
 from gateway.limits.budget import HeldAudio
-from gateway.session.long_audio import find_segments
+from gateway.session.long_audio import find_segments, speech_regions
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import speech_ms
+from gateway.session.speakers import speaker_regions
 from gateway.session.utterance import Utterance, UtteranceSettings
 from gateway.session.utterance.actions import (
     Action,
@@ -81,16 +84,17 @@ class SessionStreams:
         # against the gateway-wide ASR_MAX_BUFFERED_SECONDS.
         self._held = HeldAudio(serving.budget)
         self._open: set[AudioStream] = set()  # every open stream, closed at the end
+        self._unheard: list[Action] = []  # an utterance's opening, held until audio
         self._bound: dict[StreamRef, AudioStream] = {}  # the forwarder's, until finished
 
     @property
     def model(self) -> ServedModel:
         return self._model
 
-    def choose(self, name: str | None) -> None:
-        """A config's model (None: it names none). Raises ``UnknownModelError`` (1008),
-        ``ProtocolError`` for a change the session cannot make, ``OverCapacityError``
-        (1013) when the model has no place free."""
+    def choose(self, name: str | None) -> bool:
+        """A config's model (None: it names none); whether that switched the session to
+        another. Raises ``UnknownModelError`` (1008), ``ProtocolError`` for a change the
+        session cannot make, ``OverCapacityError`` (1013) when the model has no place free."""
         if self._url_model is not None and name not in (None, self._url_model.name):
             raise ProtocolError(
                 f"the URL chose model {self._url_model.name!r}; a config cannot name another"
@@ -102,11 +106,19 @@ class SessionStreams:
                 f" another connection for {model.name!r}"
             )
         if model is self._model and (self._place is not None or self._url_model is not None):
-            return  # its place is taken already (the URL's: by the endpoint)
+            return False  # its place is taken already (the URL's: by the endpoint)
         place = model.places.take()
+        switched = self._place is not None and model is not self._model
         if self._place is not None:
             self._place.release()
         self._model, self._place, self._pools = model, place, _pools_of(model)
+        return switched
+
+    def drop_unheard(self) -> None:
+        """Forget the open utterance's opening, held since no audio came: the session
+        switched model, and the utterance starts again on the new one."""
+        assert not self._heard, "after audio the session's model is settled"
+        self._unheard.clear()
 
     def heard(self) -> None:
         """Audio has come: the session's model is the one it has now."""
@@ -133,6 +145,12 @@ class SessionStreams:
             follow_up: list[Action] = []
             for action in actions:
                 assert not follow_up, "a question is the last action"
+                if not self._heard and isinstance(action, OpenStream | RelayResults):
+                    self._unheard.append(action)
+                    continue
+                opening, self._unheard = self._unheard, []
+                for held in opening:
+                    await self._act(utterance, held)
                 follow_up = await self._act(utterance, action)
             actions = follow_up
 
@@ -161,19 +179,22 @@ class SessionStreams:
             case AskVad(stream=ref):
                 answer = await bound[ref].receive()
                 return utterance.vad_answered(vad_events(answer.segments))
-            case FindSegments(pcm=pcm):
+            case FindSegments(pcm=pcm, speech=speech):
                 settings = self._serving.settings
                 segments = await find_segments(
                     pcm,
                     settings.max_segment_bytes,
                     self._model.vad_pool,
                     settings.endpoint.threshold,
+                    speech,
                 )
                 return utterance.segments_found(segments)
             case FindSpeech(pcm=pcm):
                 vad_pool = self._model.vad_pool
                 assert vad_pool is not None, "a speaker model needs a VAD model"
-                return utterance.speech_found(await speech_ms(vad_pool, pcm))
+                speech = await speech_regions(vad_pool, pcm)
+                speaker_regions(speech)  # TooManyRegionsError now, before any decode
+                return utterance.speech_found(speech)
         return []
 
     def relayed(self, stream: AudioStream) -> None:

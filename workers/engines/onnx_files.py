@@ -22,7 +22,7 @@ from typing import Any
 from shared.engines import Precision
 
 EXPORT_DIR_NAME = "onnx-gateway"
-FORMAT_VERSION = 3  # bump when what is exported changes meaning
+FORMAT_VERSION = 4  # bump when what is exported changes meaning (4: int8 weights in 7 bits)
 INV_TIMESCALES = "inv_timescales.npy"  # the positional encoding's, for the torch-free host
 MANIFEST = "manifest.json"
 
@@ -133,7 +133,7 @@ def punc_up_to_date(model_dir: Path) -> bool:
 # -- the offline (whole-utterance) Paraformer: one graph, speech -> logits + token counts --
 
 OFFLINE_KIND = "offline"  # the manifest's "kind"; the streaming export's manifest has none
-OFFLINE_FORMAT_VERSION = 1  # bump when what the offline export writes changes meaning
+OFFLINE_FORMAT_VERSION = 2  # bump when what the offline export writes changes meaning (2: as 4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,8 @@ from workers.worker.steps import PendingCommands
 
 POLL_INTERVAL_S = 1.0
 RECEIVE_LIMIT = 100_000  # commands per receive: in effect all that wait (slots bound audio)
+# The answer to a piece taken out unread by its stream's CLOSE (steps.PendingCommands).
+CLOSED_UNREAD = "the stream was closed before this piece was decoded"
 
 
 def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
@@ -119,7 +121,7 @@ def _serve(
             wait_for_more(receiver, results, policy, hold_finals, received, clock, step_times, duty)
         if policy.hold == "due":
             clock.saw(received)
-        pending.extend(received)
+        outbox += [StreamFailed(stream_id, CLOSED_UNREAD) for stream_id in pending.extend(received)]
         commands = pending.take_step(policy.max_batch)
         started = time.monotonic()
         stopping = _apply(engine, commands, outbox)

@@ -14,6 +14,11 @@ rest wait, in order, for the next step. Each step then advances every waiting st
 chunk, in one model call of as many rows as there are streams (up to ``max_batch`` chunks),
 and a stream that arrives behind a fast one waits one step, not the fast one's backlog.
 
+A CLOSE takes its stream's audio out of what waits (the client has gone, or the session
+moved on): a file's VAD pass or a fast client's backlog may be dozens of pieces queued
+here, seconds of work for nobody. Each piece taken out is answered with ``StreamFailed``,
+which nobody reads, so that the parent's count of the answers owed stays whole.
+
 Whole-utterance engines (``decodes_at_final``) take every waiting piece at once instead:
 their pieces before the final are only buffered, and a step per piece would cost a step's
 overhead each. Order is kept within each stream (its OPEN, its chunks, its CLOSE); across
@@ -40,8 +45,21 @@ class PendingCommands:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def extend(self, commands: Iterable[Command]) -> None:
-        self._waiting.extend(commands)
+    def extend(self, commands: Iterable[Command]) -> list[int]:
+        """Wait ``commands`` after those already waiting; a CLOSE takes out its stream's
+        audio still waiting, which nobody will read. Returns the stream of each piece taken
+        out, in order: each is owed an answer all the same (the parent counts them)."""
+        abandoned: list[int] = []
+        for command in commands:
+            header = command.header
+            if header.kind is CommandKind.CLOSE:
+                stream_id = header.stream_id
+                if any(_audio_of(waiting, stream_id) for waiting in self._waiting):
+                    kept = deque(w for w in self._waiting if not _audio_of(w, stream_id))
+                    abandoned += [stream_id] * (len(self._waiting) - len(kept))
+                    self._waiting = kept
+            self._waiting.append(command)
+        return abandoned
 
     def take_step(self, max_batch: int) -> list[Command]:
         """The next step's commands, in arrival order; at most ``max_batch`` chunks."""
@@ -74,3 +92,7 @@ class PendingCommands:
             step.append(command)
         self._waiting = kept
         return step
+
+
+def _audio_of(command: Command, stream_id: int) -> bool:
+    return command.header.kind is CommandKind.AUDIO and command.header.stream_id == stream_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from gateway.audio.segment import Speech
 from gateway.funasr.results import ResultFrames
 from shared.messages import StreamOptions
 
@@ -95,16 +96,17 @@ class AskVad:
 @dataclass(frozen=True, slots=True)
 class FindSegments:
     """Question: where to cut ``pcm`` (longer than ASR_MAX_SEGMENT_SECONDS) into segments,
-    at pauses (``gateway.session.long_audio.find_segments``); answered with
-    ``Offline.segments_found``."""
+    at pauses (``gateway.session.long_audio.find_segments``): those of ``speech`` where the
+    VAD was asked already; answered with ``Offline.segments_found``."""
 
     pcm: Pcm
+    speech: Speech | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FindSpeech:
-    """Question: where the VAD pool hears speech in ``pcm``, ``(start, end)`` in ms (the
-    regions a speaker stream embeds); answered with ``Offline.speech_found``."""
+    """Question: where the VAD pool hears speech in ``pcm`` (the regions a speaker stream
+    embeds, and the pauses segments are cut at); answered with ``Offline.speech_found``."""
 
     pcm: Pcm
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.resample import PcmResampler
-from gateway.audio.segment import Segment
+from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Label
 from gateway.session.utterance.actions import Action
@@ -68,7 +68,7 @@ class Utterance(ABC):
     def segments_found(self, segments: Sequence[Segment]) -> list[Action]:
         raise AssertionError(f"{type(self).__name__} asks for no segments")
 
-    def speech_found(self, regions: Sequence[tuple[int, int]]) -> list[Action]:
+    def speech_found(self, speech: Speech) -> list[Action]:
         raise AssertionError(f"{type(self).__name__} asks where the speech is of nothing")
 
     @abstractmethod

@@ -7,14 +7,14 @@ every segment is decoded in its own stream, all at once, for one result.
 
 With ``spk``, the VAD's speech regions are asked for first (``FindSpeech``), and the whole
 audio goes to a speaker stream with them, beside the decode: its turns label the result's
-sentences (``WholeText``'s ``speakers``).
+sentences (``WholeText``'s ``speakers``). The same regions cut the segments: one VAD pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.audio.segment import Segment
+from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import WholeText
 from gateway.session.utterance.actions import (
@@ -38,7 +38,7 @@ class Offline(Utterance):
         super().__init__(config, settings)
         self._audio_held = bytearray()
         self._ended: bytearray | None = None  # the whole audio, while it is asked about
-        self._speech: tuple[tuple[int, int], ...] | None = None  # spk's regions, once found
+        self._speech: Speech | None = None  # spk's regions, once found
 
     def _audio(self, pcm: bytes) -> list[Action]:
         if not pcm:
@@ -53,8 +53,8 @@ class Offline(Utterance):
             return [FindSpeech(audio)]
         return self._segment()
 
-    def speech_found(self, regions: Sequence[tuple[int, int]]) -> list[Action]:
-        self._speech = tuple(regions)
+    def speech_found(self, speech: Speech) -> list[Action]:
+        self._speech = speech
         return self._segment()
 
     def _segment(self) -> list[Action]:
@@ -63,7 +63,7 @@ class Offline(Utterance):
         if len(audio) <= self.settings.max_segment_bytes:
             self._ended = None
             return self._decode(audio, [Segment(0, len(audio))])
-        return [FindSegments(audio)]
+        return [FindSegments(audio, self._speech)]  # one VAD pass: spk's, if it was asked
 
     def segments_found(self, segments: Sequence[Segment]) -> list[Action]:
         audio, self._ended = self._ended, None
@@ -85,7 +85,8 @@ class Offline(Utterance):
         actions: list[Action] = [OpenStream(stream, options) for stream in streams]
         if speaker is not None:
             assert self._speech is not None
-            actions.append(OpenStream(speaker, StreamOptions(speech_regions=self._speech)))
+            regions = self._speech.in_ms()
+            actions.append(OpenStream(speaker, StreamOptions(speech_regions=regions)))
             # The speaker stream's one result comes after every segment's: the writer reads
             # the streams in order, and the frame is sent once all have answered.
             actions.append(RelayResults((*streams, speaker), frames, last=True))

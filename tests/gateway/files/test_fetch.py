@@ -36,6 +36,20 @@ V6 = ipaddress.IPv6Address
         (V4("93.184.215.14"), False),
         (V6("2606:2800:21f:cb07:6820:80da:af6b:8b2c"), False),
         (V6("::ffff:93.184.215.14"), False),
+        # IPv6 forms that carry an internal IPv4 address, which NAT64, SIIT or 6to4 may
+        # deliver to it; Python's is_global calls each of them global.
+        (V6("::127.0.0.1"), True),  # IPv4-compatible (::/96)
+        (V6("::ffff:0:127.0.0.1"), True),  # SIIT's IPv4-translated (::ffff:0:0:0/96)
+        (V6("64:ff9b::127.0.0.1"), True),  # NAT64's well-known prefix
+        (V6("64:ff9b::169.254.169.254"), True),  # ... to the cloud's metadata
+        (V6("2002:7f00:1::"), True),  # 6to4 of 127.0.0.1
+        (V6("2002:a9fe:a9fe::1"), True),  # 6to4 of 169.254.169.254
+        (V6("fec0::1"), True),  # site-local
+        (V6("64:ff9b:1::a00:1"), True),  # local-use NAT64
+        # The same forms carrying a public address stay external: on a DNS64 network
+        # every IPv4-only host resolves to 64:ff9b::/96.
+        (V6("64:ff9b::93.184.215.14"), False),
+        (V6("2002:5db8:d70e::1"), False),
     ],
 )
 def test_only_global_addresses_are_external(address: IPAddress, internal: bool) -> None:

@@ -76,15 +76,19 @@ async def test_a_plain_function_handler_is_called_on_hand_over() -> None:
 
 
 async def test_default_handlers_are_left_alone() -> None:
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Python's own defaults, set here: a suite started in the background (nohup, &)
+    # inherits SIGINT ignored.
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         with SignalDrain() as drain:
             assert not drain.installed
             assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
             drain.hand_over()  # no signal came: nothing to do
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 async def test_nothing_is_wrapped_off_the_main_thread(server: FakeServer) -> None:

@@ -19,61 +19,12 @@ from gateway.limits.model_places import ModelPlaces
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.serving import Serving
-from shared.messages import StreamOptions, StreamResult
 from tests.gateway.session.utterance.helpers import SETTINGS, loud, quiet
+from tests.helpers.fake_pool import FakePool
 
 pytestmark = pytest.mark.anyio
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5))  # 1920-byte chunks
-
-
-class FakeStream:
-    """A pool stream that gives the results it is handed (``give``)."""
-
-    worker_index = 0
-
-    def __init__(self) -> None:
-        self._in, self._out = anyio.create_memory_object_stream[StreamResult](16)
-        self.finished = False
-
-    def give(self, text: str, *, final: bool = False) -> None:
-        self._in.send_nowait(StreamResult(0, 0, text, final))
-
-    async def send(self, audio: Any) -> None:
-        pass
-
-    async def finish(self, audio: Any = b"") -> None:
-        self.finished = True
-
-    async def aclose(self) -> None:
-        self._in.close()
-        self._out.close()
-
-    async def __aenter__(self) -> FakeStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> FakeStream:
-        return self
-
-    async def __anext__(self) -> StreamResult:
-        try:
-            return await self._out.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-
-class FakePool:
-    text_is_delta = False
-
-    def __init__(self) -> None:
-        self.streams: list[FakeStream] = []
-
-    def open_stream(self, options: StreamOptions | None = None) -> FakeStream:
-        self.streams.append(FakeStream())
-        return self.streams[-1]
 
 
 class Session:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from bench.common.gateway import Gateway, serve
@@ -91,3 +92,23 @@ async def test_a_header_that_is_not_ascii_logs_one_line_and_the_server_serves_on
     assert "a header is not ASCII" in ours[0]
     assert "Traceback" not in "\n".join(new)
     assert not [line for line in new if line.startswith("ERROR")], new
+
+
+async def test_resume_tokens_and_api_keys_in_a_query_stay_out_of_the_log(live: Gateway) -> None:
+    import httpx
+
+    secret_token, secret_key = "resume-secret-7f3a", "key-secret-91c2"
+    resume_url = f"{live.url}?resume={secret_token}&last_result=0"
+    with connect(resume_url, compression=None, proxy=None) as ws, pytest.raises(ConnectionClosed):
+        while True:  # a token never issued: an error frame, then the close
+            ws.recv(timeout=20)
+    async with httpx.AsyncClient(base_url=live.http, trust_env=False) as http:
+        await http.get(f"/readyz?model=x&token={secret_key}")
+    with anyio.fail_after(10):
+        while "token=REDACTED" not in live.output():  # noqa: ASYNC110 (another process)
+            await anyio.sleep(0.05)
+    log = live.output()
+    assert secret_token not in log
+    assert secret_key not in log
+    assert '"WebSocket /?resume=REDACTED&last_result=0" [accepted]' in log
+    assert "/readyz?model=x&token=REDACTED HTTP/1.1" in log

@@ -2,12 +2,14 @@
 CAM++ in a speaker pool. The turns the gateway answers with give each of funasr's own
 sentences (``generate(spk_model=...)`` on the same file) the speaker funasr gives it; our
 sentences' ``spk`` are funasr's ``distribute_spk`` of our turns; OpenAI's SDK reads a
-``speaker`` on each ``verbose_json`` segment."""
+``speaker`` on each ``verbose_json`` segment. A client that resets its connection after its
+upload stops the VAD, the speakers and the decodes at once and gives its place back."""
 
 from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,15 @@ import numpy as np
 import openai
 import pytest
 import soundfile
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.gateway import Gateway, serve_blocking
 from bench.common.messages import END, config
+from bench.common.procfs import cpu_seconds
+from bench.common.procfs import workers as procfs_workers
 from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
+from tests.helpers.http_reset import send_then_reset
 from tests.helpers.speakers import funasr_sentence_info
 from workers.models.synthetic_voices import HIGH, LOW, conversation
 
@@ -193,3 +199,69 @@ def test_spk_outside_the_offline_mode_is_refused_by_name(server: Gateway) -> Non
     assert "offline mode only" in error["message"]
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1008
+
+
+# -- a client that leaves after its upload ---------------------------------------------------
+
+# Long enough that its transcription with speakers takes the workers many CPU seconds.
+LONG_AUDIO = conversation([(LOW, 3.0), (HIGH, 3.0)] * 5, 2.0, seed=4)
+QUIET_CPU_S = 0.25  # the workers' CPU in the second after the place is back: idle
+
+
+def _metric(server: Gateway, name: str, **labels: str) -> float:
+    text = httpx.get(server.http + "/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def _workers_cpu(server: Gateway) -> float:
+    return sum(cpu_seconds(pid) for pid in procfs_workers(server.pid))
+
+
+def _upload(path: str, **fields: str) -> httpx.Request:
+    files = {"file": ("long.wav", wav(LONG_AUDIO), "audio/wav")}
+    return httpx.Request("POST", "http://127.0.0.1" + path, files=files, data=fields)
+
+
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        pytest.param("/v1/transcribe", {"speakers": "true"}, id="transcribe"),
+        pytest.param(
+            "/v1/audio/transcriptions",
+            {"model": "whisper-1", "response_format": "verbose_json", "speakers": "true"},
+            id="openai",
+        ),
+        pytest.param(
+            "/v1/audio/transcriptions", {"model": "whisper-1", "stream": "true"}, id="openai-sse"
+        ),
+    ],
+)
+def test_a_client_reset_after_its_upload_stops_the_work_and_frees_the_place(
+    server: Gateway, path: str, fields: dict[str, str]
+) -> None:
+    gone_before = _metric(server, "asr_transcriptions_total", status="499")
+    cpu_before = _workers_cpu(server)
+    reset_at = time.monotonic()
+    send_then_reset(server.port, _upload(path, **fields), hold_s=1.0)
+    # The place is given back at once.
+    deadline = time.monotonic() + 5.0
+    while _metric(server, "asr_transcriptions_active") > 0:
+        assert time.monotonic() < deadline, "the place is still held"
+        time.sleep(0.05)
+    freed_after = time.monotonic() - reset_at
+    # The workers were at work, and stop: a step begun may end, no new one starts.
+    spent = _workers_cpu(server) - cpu_before
+    assert spent > 0.1, "the work never started: nothing to stop"
+    time.sleep(0.3)
+    quiet_from = _workers_cpu(server)
+    time.sleep(1.0)
+    assert _workers_cpu(server) - quiet_from < QUIET_CPU_S
+    assert freed_after < 3.0
+    # Counted as a client gone, unless the answer had begun (a stream is counted 200 once
+    # its events start: the VAD's cuts come first, then the decodes stream).
+    gone = _metric(server, "asr_transcriptions_total", status="499") - gone_before
+    assert gone == (0 if fields.get("stream") == "true" else 1)

@@ -1,5 +1,6 @@
 """ASR_PROTECT_STATUS: /metrics and /readyz's details need a key; /healthz and /readyz's
-status code never do, so that probes work without one."""
+status code never do, so that probes work without one; without the key, /readyz?model=
+does not tell a name not served from a served one that cannot take a session."""
 
 from __future__ import annotations
 
@@ -45,6 +46,22 @@ def test_readyz_keeps_its_status_code_but_shows_details_only_with_a_key(
     detailed = client.get("/readyz", headers=BEARER).json()
     assert detailed["ready"] is True
     assert detailed["workers"][0]["pid"] > 0
+
+
+def test_readyz_for_a_model_tells_no_one_without_a_key_which_names_are_served(
+    client: TestClient,
+) -> None:
+    served = client.get("/readyz", headers=BEARER).json()["models"]
+    (name,) = served
+    assert client.get(f"/readyz?model={name}").status_code == 200
+    unknown = client.get("/readyz?model=no-such-model")
+    # As a served model that cannot take a session answers: the same shape, 503.
+    assert unknown.status_code == 503
+    assert unknown.json() == {"ready": False, "draining": False, "full": False}
+    assert set(unknown.json()) == set(client.get(f"/readyz?model={name}").json())
+    told = client.get("/readyz?model=no-such-model", headers=BEARER)
+    assert told.status_code == 404
+    assert "is not served" in told.json()["error"]
 
 
 def test_healthz_is_open(client: TestClient) -> None:

@@ -44,6 +44,7 @@ def test_a_batch_many_times_the_pipe_arrives_whole_from_a_reader_that_never_bloc
     reader = ResultReader(receiving)
     big = StreamResult(7, 3, "字" * 400_000, is_final=False)  # 1.2 MB of UTF-8
     batches = [(big, SlotsFreed((1, 2))), (StreamResult(8, 0, "small", is_final=True),)]
+
     # A writer that blocks whenever the pipe is full, as the worker's Connection does.
     def write() -> None:
         for batch in batches:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.audio.segment import Segment
+from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Label, WholeText
 from gateway.session.utterance import utterance_for
@@ -109,8 +109,10 @@ def test_spk_asks_where_the_speech_is_then_decodes_beside_a_speaker_stream() -> 
     (question,) = utterance.end()
     assert isinstance(question, FindSpeech)
     assert bytes(question.pcm) == pcm
-    (cut,) = utterance.speech_found([(100, 1200), (1400, 2400)])  # then: where to cut it
+    speech = Speech(((100 * 32, 1200 * 32), (1400 * 32, 2400 * 32)), len(pcm))
+    (cut,) = utterance.speech_found(speech)  # then: where to cut it
     assert isinstance(cut, FindSegments)
+    assert cut.speech == speech  # the same VAD pass: the VAD is not asked again
     segments = [Segment(0, 1300 * 32), Segment(1300 * 32, len(pcm))]
     actions = utterance.segments_found(segments)
     (speaker,) = opened(actions, Pool.SPEAKER)

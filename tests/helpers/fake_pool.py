@@ -1,0 +1,61 @@
+"""Pools whose streams give the results a test hands them (``FakeStream.give``), for the
+session's forwarder and writer run in process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from shared.messages import StreamOptions, StreamResult
+
+
+class FakeStream:
+    """A pool stream that gives the results it is handed (``give``)."""
+
+    worker_index = 0
+
+    def __init__(self) -> None:
+        self._in, self._out = anyio.create_memory_object_stream[StreamResult](16)
+        self.finished = False
+        self.audio = bytearray()  # what was sent and finished with
+
+    def give(self, text: str, *, final: bool = False) -> None:
+        self._in.send_nowait(StreamResult(0, 0, text, final))
+
+    async def send(self, audio: Any) -> None:
+        self.audio += bytes(audio)
+
+    async def finish(self, audio: Any = b"") -> None:
+        self.audio += bytes(audio)
+        self.finished = True
+
+    async def aclose(self) -> None:
+        self._in.close()
+        self._out.close()
+
+    async def __aenter__(self) -> FakeStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> FakeStream:
+        return self
+
+    async def __anext__(self) -> StreamResult:
+        try:
+            return await self._out.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class FakePool:
+    text_is_delta = False
+
+    def __init__(self) -> None:
+        self.streams: list[FakeStream] = []
+
+    def open_stream(self, options: StreamOptions | None = None) -> FakeStream:
+        self.streams.append(FakeStream())
+        return self.streams[-1]
