@@ -93,6 +93,7 @@ class Cluster:
     port: int
     socket_path: Path
     process: subprocess.Popen[bytes]
+    log: Path  # HAProxy's own log lines (deploy/haproxy.cfg logs to stdout)
 
     @property
     def url(self) -> str:
@@ -177,7 +178,7 @@ def haproxy_cluster(
         process = subprocess.Popen(
             [HAPROXY, "-f", str(CONFIG), "-db"], env=env, stdout=log, stderr=subprocess.STDOUT
         )
-    cluster = Cluster(replicas, port, socket_path, process)
+    cluster = Cluster(replicas, port, socket_path, process, logs / "haproxy.log")
     try:
         deadline = time.monotonic() + 10
         while not socket_path.exists():

@@ -16,6 +16,8 @@ side:
   (several pipe buffers: the parent reads it in many pieces, some of them would block);
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
   starts: loading raises (restarts fail until the file is removed);
+- the environment variable :data:`EXIT_LOAD_ENV`: the worker's process exits while loading,
+  before it could say anything (what the OOM killer or a native library's abort does);
 - the environment variable :data:`NO_FDS_ENV`: the worker leaves itself no free descriptor
   (``RLIMIT_NOFILE`` 3) while loading; ``model``: the loader then opens a file, as a
   real one opens its model's; ``slab``: it returns, and the worker's next open (mapping its
@@ -49,6 +51,7 @@ HUGE_TEXT = "".join(f"{index:07d}" for index in range(600_000 // 7))
 FAIL_OPEN = "fail-open"
 FAIL_LOAD_ENV = "TEST_FAILING_ENGINE_FAIL_LOAD"
 NO_FDS_ENV = "TEST_FAILING_ENGINE_NO_FDS"
+EXIT_LOAD_ENV = "TEST_FAILING_ENGINE_EXIT_LOAD"
 
 
 def marked(marker: npt.NDArray[np.int16], samples: int = 1000) -> npt.NDArray[np.int16]:
@@ -108,6 +111,8 @@ def _marked_output(item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
 
 def load(spec: EngineSpec) -> FailingChecksumEngine:
     """The engine loader (module level: it is pickled by name into the workers)."""
+    if os.environ.get(EXIT_LOAD_ENV):
+        os._exit(3)
     fail_load = os.environ.get(FAIL_LOAD_ENV)
     if fail_load is not None and os.path.exists(fail_load):
         raise RuntimeError(f"asked to fail loading ({fail_load} exists)")

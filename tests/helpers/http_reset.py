@@ -10,10 +10,12 @@ import time
 import httpx
 
 
-def send_then_reset(port: int, request: httpx.Request, hold_s: float) -> None:
-    """Send ``request`` (head and whole body) to 127.0.0.1:``port``, wait ``hold_s``
-    without reading, then reset the connection."""
-    body = request.read()
+def send_then_reset(
+    port: int, request: httpx.Request, hold_s: float, body_bytes: int | None = None
+) -> None:
+    """Send ``request`` (its head and whole body, or the first ``body_bytes`` of the body)
+    to 127.0.0.1:``port``, wait ``hold_s`` without reading, then reset the connection."""
+    body = request.read()[:body_bytes]
     target = request.url.raw_path.decode()
     lines = [f"{request.method} {target} HTTP/1.1"]
     lines += [f"{name}: {value}" for name, value in request.headers.items()]

@@ -17,6 +17,7 @@ from gateway.app import create_app
 from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES
 from gateway.settings import GatewaySettings
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.loops import GatewayClient
 from tests.live.gateway.test_app import (
     SETTINGS,
     expect_error,
@@ -35,7 +36,7 @@ FLOOD_FRAMES = 400
 
 @pytest.fixture(scope="module")
 def flood_client() -> Iterator[TestClient]:
-    with TestClient(create_app(replace(SETTINGS, max_frames_per_s=FLOOD_RATE))) as client:
+    with GatewayClient(create_app(replace(SETTINGS, max_frames_per_s=FLOOD_RATE))) as client:
         yield client
 
 
@@ -61,7 +62,7 @@ def test_large_text_frames_cost_by_their_length() -> None:
     a token a KiB: at 200 tokens a second, three a second."""
     padding = json.dumps({"wav_name": "w", "note": "x" * 60_000})  # 60 KiB, no error in it
     settings = replace(SETTINGS, max_text_bytes=65536)  # the default
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         send(ws, [config(), *[padding] * 10])
         error = expect_error(ws, 1008)
     assert "ASR_MAX_FRAMES_PER_SECOND" in error["message"]
@@ -89,7 +90,7 @@ def test_frames_of_10_ms_still_count(flood_client: TestClient) -> None:
 
 def test_a_client_that_sends_no_config_is_closed_after_the_config_timeout() -> None:
     settings = replace(SETTINGS, config_timeout_s=0.3)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         with client.websocket_connect("/") as ws:
             error = expect_error(ws, 1008)
         assert "ASR_CONFIG_TIMEOUT" in error["message"]
@@ -99,7 +100,7 @@ def test_a_client_that_sends_no_config_is_closed_after_the_config_timeout() -> N
 def test_frames_without_a_config_do_not_put_off_the_config_timeout() -> None:
     settings = replace(SETTINGS, config_timeout_s=0.3)
     stop, stopped = threading.Event(), threading.Event()
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
 
         def keep_sending() -> None:
             # An end with nothing open is no error: a frame every 50 ms, for up to 10 s.
@@ -122,7 +123,7 @@ def test_frames_without_a_config_do_not_put_off_the_config_timeout() -> None:
 
 def test_a_config_with_no_audio_is_closed_after_the_first_audio_timeout() -> None:
     settings = replace(SETTINGS, first_audio_timeout_s=0.3)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         for mode in ("online", "offline", "2pass"):
             with client.websocket_connect("/") as ws:
                 send(ws, [config(mode=mode)])
@@ -133,7 +134,7 @@ def test_a_config_with_no_audio_is_closed_after_the_first_audio_timeout() -> Non
 
 def test_the_first_audio_timeout_ends_with_the_first_audio() -> None:
     settings = replace(SETTINGS, config_timeout_s=0.2, first_audio_timeout_s=0.2)
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         send(ws, [config(), b"\x01\x02"])
         time.sleep(0.6)  # past both timeouts, within the idle timeout (10 s)
         send(ws, [b"\x03\x04", END])
@@ -145,7 +146,7 @@ def test_the_first_audio_timeout_ends_with_the_first_audio() -> None:
 
 def test_an_empty_utterance_is_not_waiting_for_audio() -> None:
     settings = replace(SETTINGS, first_audio_timeout_s=0.2)
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         send(ws, [config(), END])
         assert receive_until_final(ws)[-1]["text"] == checksum(b"")
         time.sleep(0.5)
@@ -158,7 +159,7 @@ def test_configs_and_ends_without_audio_do_not_put_off_the_idle_timeout() -> Non
     for ever. Only audio (20 ms of it) or a result waited for puts the deadline off."""
     settings = replace(SETTINGS, idle_timeout_s=0.5)
     stop, stopped = threading.Event(), threading.Event()
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
 
         def keep_cycling() -> None:
             deadline = time.monotonic() + 10
@@ -180,7 +181,7 @@ def test_configs_and_ends_without_audio_do_not_put_off_the_idle_timeout() -> Non
 
 def test_audio_puts_off_the_idle_timeout() -> None:
     settings = replace(SETTINGS, idle_timeout_s=0.5)
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         send(ws, [config()])
         for _ in range(10):  # 1 s in all, 20 ms of audio every 100 ms
             send(ws, [bytes(640)])
@@ -190,7 +191,7 @@ def test_audio_puts_off_the_idle_timeout() -> None:
 
 
 def test_utterances_without_audio_are_bounded_per_session() -> None:
-    with TestClient(create_app(SETTINGS)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(SETTINGS)) as client, client.websocket_connect("/") as ws:
         for _ in range(MAX_EMPTY_UTTERANCES):
             send(ws, [config(), bytes(638), END])  # less than 20 ms: empty
             receive_until_final(ws)
@@ -213,7 +214,7 @@ def _metric(client: TestClient, name: str) -> float:
 
 def test_a_session_waits_for_a_place_and_one_over_the_queue_is_refused_at_once() -> None:
     settings = replace(SETTINGS, max_sessions=1, admission_wait_s=30.0, admission_queue=1)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         with client.websocket_connect("/") as first:
             send(first, [config(), b"\x01\x02"])
             with client.websocket_connect("/") as waiting:
@@ -236,7 +237,7 @@ def test_a_session_waits_for_a_place_and_one_over_the_queue_is_refused_at_once()
 
 def test_a_waiter_is_refused_with_1013_when_no_place_comes_free() -> None:
     settings = replace(SETTINGS, max_sessions=1, admission_wait_s=0.3)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         with client.websocket_connect("/") as first:
             send(first, [config(), b"\x01\x02"])
             with client.websocket_connect("/") as second:
@@ -253,7 +254,7 @@ def test_a_waiter_is_refused_with_1013_when_no_place_comes_free() -> None:
 def test_a_drain_refuses_waiters_with_1012_at_once() -> None:
     settings = replace(SETTINGS, max_sessions=1, admission_wait_s=3600.0)
     app = create_app(settings)
-    with TestClient(app) as client, client.websocket_connect("/") as first:
+    with GatewayClient(app) as client, client.websocket_connect("/") as first:
         assert client.portal is not None
         send(first, [config(), b"\x01\x02"])
         with client.websocket_connect("/") as waiting:

@@ -13,6 +13,7 @@ from gateway.settings import AccessSettings, GatewaySettings
 from shared.errors import ProtocolError
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, check_online, config
+from tests.helpers.loops import GatewayClient
 
 KEYS = AccessSettings(api_keys=frozenset({"k-one", "k-two"}))
 
@@ -97,7 +98,7 @@ SETTINGS = GatewaySettings(
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         yield client
 
 

@@ -6,7 +6,6 @@ import socket
 import time
 
 import pytest
-from starlette.testclient import TestClient
 
 from bench.common.net import free_port
 from gateway.app import create_app
@@ -14,6 +13,7 @@ from gateway.ops.agent import Capacity, agent_reply
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import config
+from tests.helpers.loops import GatewayClient
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_a_running_app_answers_with_its_free_places_and_readyz_agrees() -> None:
     settings = GatewaySettings(
         pool=PoolSettings(model="checksum", devices=("cpu",)), max_sessions=2, agent_port=port
     )
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         assert _ask(port) == "ready up 100%\n"
         with client.websocket_connect("/") as first:
             first.send_text(config())

@@ -10,13 +10,13 @@ import socket
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
 from bench.common.gateway import GATEWAY, serve
 from bench.common.net import free_port
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
+from tests.helpers.loops import GatewayClient
 
 OTHER = "127.0.0.2"
 
@@ -36,14 +36,14 @@ def settings(port: int) -> GatewaySettings:
 
 def test_by_default_the_agent_listens_on_the_loopback_only() -> None:
     port = free_port()
-    with TestClient(create_app(settings(port))):
+    with GatewayClient(create_app(settings(port))):
         assert answers("127.0.0.1", port)
         assert not answers(OTHER, port)
 
 
 def test_the_agent_listens_where_the_server_does() -> None:
     port = free_port()
-    with TestClient(create_app(settings(port), server_host=OTHER)):
+    with GatewayClient(create_app(settings(port), server_host=OTHER)):
         assert answers(OTHER, port)
         assert not answers("127.0.0.1", port)
 
@@ -59,7 +59,7 @@ def test_asr_agent_host_wins_over_the_servers_host() -> None:
         },
         server_host="127.0.0.1",
     )
-    with TestClient(app):
+    with GatewayClient(app):
         assert answers(OTHER, port)
         assert not answers("127.0.0.1", port)
 

@@ -29,6 +29,7 @@ from tests.helpers.checksums import (
     random_frames,
     receive_until_is_final,
 )
+from tests.helpers.loops import GatewayClient
 
 SETTINGS = GatewaySettings(
     pool=PoolSettings(model="checksum", devices=("cpu",)),
@@ -45,7 +46,7 @@ Frame = str | bytes
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         yield client
 
 
@@ -208,7 +209,7 @@ def test_an_end_with_nothing_open_sets_the_next_utterance_and_gets_only_its_ack(
 
 
 def test_a_session_over_capacity_is_refused_at_once_with_1013() -> None:
-    with TestClient(create_app(replace(SETTINGS, max_sessions=1))) as client:
+    with GatewayClient(create_app(replace(SETTINGS, max_sessions=1))) as client:
         with client.websocket_connect("/") as first:
             send(first, [config(), END])
             receive_until_final(first)
@@ -223,7 +224,7 @@ def test_a_session_over_capacity_is_refused_at_once_with_1013() -> None:
 
 def test_a_silent_client_is_closed_after_the_idle_timeout() -> None:
     settings = replace(SETTINGS, idle_timeout_s=0.3, max_session_s=1.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         with client.websocket_connect("/") as ws:
             send(ws, [config()])
             error = expect_error(ws, 1008)
@@ -237,14 +238,14 @@ def test_a_silent_client_is_closed_after_the_idle_timeout() -> None:
 
 def test_a_session_is_closed_at_its_maximum_length() -> None:
     app = create_app(replace(SETTINGS, max_session_s=0.3))
-    with TestClient(app) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(app) as client, client.websocket_connect("/") as ws:
         send(ws, [config()])
         error = expect_error(ws, 1008)
     assert "maximum length" in error["message"]
 
 
 def test_a_worker_that_dies_fails_its_sessions_with_1011_and_is_replaced() -> None:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         (worker,) = client.get("/readyz").json()["workers"]
         with client.websocket_connect("/") as ws:
             send(ws, [config(chunk_size=[0, 1, 0]), bytes(1920)])
@@ -271,7 +272,7 @@ def test_a_drain_lets_live_utterances_finish_then_closes_with_1012() -> None:
     app = create_app(SETTINGS)
     pcm = random.Random(4).randbytes(40_000)
     with (
-        TestClient(app) as client,
+        GatewayClient(app) as client,
         client.websocket_connect("/") as idle,
         client.websocket_connect("/") as live,
     ):
@@ -294,7 +295,7 @@ def test_a_drain_lets_live_utterances_finish_then_closes_with_1012() -> None:
 
 def test_a_config_while_draining_waits_for_the_results_still_owed() -> None:
     app = create_app(SETTINGS)
-    with TestClient(app) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(app) as client, client.websocket_connect("/") as ws:
         assert client.portal is not None
         send(ws, [config(mode="offline"), b"\x01\x02\x03\x04"])
         wait_until(lambda: client.get("/readyz").json()["sessions"]["active"] == 1)
@@ -308,7 +309,7 @@ def test_a_config_while_draining_waits_for_the_results_still_owed() -> None:
 
 def test_sessions_still_live_at_the_drain_timeout_are_closed_with_1012() -> None:
     app = create_app(SETTINGS)
-    with TestClient(app) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(app) as client, client.websocket_connect("/") as ws:
         assert client.portal is not None
         send(ws, [config(), b"\x00\x00"])
         wait_until(lambda: client.get("/readyz").json()["sessions"]["active"] == 1)
@@ -341,7 +342,7 @@ def test_readyz_lists_every_worker(client: TestClient) -> None:
 
 
 def test_readyz_is_503_before_the_app_has_started() -> None:
-    response = TestClient(create_app(SETTINGS)).get("/readyz")
+    response = GatewayClient(create_app(SETTINGS)).get("/readyz")
     assert response.status_code == 503
     assert response.json()["ready"] is False
 
@@ -372,13 +373,16 @@ def test_metrics_count_sessions_chunks_and_worker_times(client: TestClient) -> N
 
 def test_a_model_that_cannot_load_fails_start_up_with_its_reason() -> None:
     settings = replace(SETTINGS, pool=PoolSettings(model="/nonexistent/model"))
-    with pytest.raises(StartupError, match="no such directory"), TestClient(create_app(settings)):
+    with (
+        pytest.raises(StartupError, match="no such directory"),
+        GatewayClient(create_app(settings)),
+    ):
         pass
 
 
 def test_bad_settings_fail_start_up_with_the_variable_named() -> None:
     app = create_app(environ={"ASR_MODEL": "checksum", "ASR_MAX_SESSIONS": "many"})
-    with pytest.raises(StartupError, match="ASR_MAX_SESSIONS"), TestClient(app):
+    with pytest.raises(StartupError, match="ASR_MAX_SESSIONS"), GatewayClient(app):
         pass
 
 

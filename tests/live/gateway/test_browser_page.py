@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from starlette.testclient import TestClient
 
 from bench.common.gateway import serve
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.loops import GatewayClient
 from tests.live.gateway.browser import (
     API_KEY,
     ARTIFACTS,
@@ -52,7 +52,7 @@ pytest.importorskip(
 
 def test_the_page_and_its_files_are_served_and_the_websocket_still_works() -> None:
     settings = GatewaySettings(pool=PoolSettings(model="checksum", devices=("cpu",)))
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         page = client.get("/")
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")

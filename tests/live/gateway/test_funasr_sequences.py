@@ -29,6 +29,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import checksum, funasr_reads
+from tests.helpers.loops import GatewayClient
 
 SETTINGS = GatewaySettings(
     pool=PoolSettings(model="checksum", devices=("cpu",)),
@@ -44,7 +45,7 @@ ACK_END = json.dumps({"is_speaking": False, "is_end": True})
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         yield client
 
 
@@ -282,7 +283,7 @@ def test_a_wav_name_set_mid_utterance_names_the_results_from_then_on(
 
 
 def test_an_utterance_that_fails_after_is_end_is_acknowledged_failed_then_closed() -> None:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         (worker,) = client.get("/readyz").json()["workers"]
         with client.websocket_connect("/") as ws:
             ws.send_text(json.dumps({"mode": "offline", "wav_name": "w", "is_speaking": True}))

@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 
 from gateway.app import create_app
 from tests.helpers.checksums import END, config
+from tests.helpers.loops import GatewayClient
 from tests.helpers.wav import speech, wav_bytes
 from tests.live.gateway.test_app import SETTINGS
 
@@ -40,7 +41,7 @@ def client() -> Iterator[TestClient]:
         max_session_s=3600.0,
         transcribe=replace(SETTINGS.transcribe, max_bytes=MAX_UPLOAD_BYTES),
     )
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

@@ -141,6 +141,10 @@ async def test_a_cut_session_resumes_on_its_own_replica_through_haproxy(
         chunk = 19_200
         assert texts == [checksum(pcm[: (i + 1) * chunk]) for i in range(len(pcm) // chunk)]
     await _until_idle(cluster)
+    # HAProxy logged every connection (9 resumes among them) by its path alone.
+    logged = cluster.log.read_text()
+    assert '"GET" "/" "HTTP/1.1"' in logged
+    assert "resume=" not in logged
 
 
 async def test_half_open_connections_do_not_stop_normal_clients(cluster: Cluster) -> None:

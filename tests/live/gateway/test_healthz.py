@@ -9,11 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
+from tests.helpers.loops import GatewayClient
 from tests.live.gateway.test_app import wait_until
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def test_healthz_turns_503_once_the_workers_restarts_keep_failing(
     model = tmp_path / "model"
     shutil.copytree(tiny_streaming_model, model)
     pool = PoolSettings(model=str(model), devices=("cpu",), unhealthy_after_s=1.0)
-    with TestClient(create_app(GatewaySettings(pool=pool))) as client:
+    with GatewayClient(create_app(GatewaySettings(pool=pool))) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         pid = client.get("/readyz").json()["workers"][0]["pid"]
         shutil.rmtree(model)

@@ -4,17 +4,16 @@ every process manager from restarting it."""
 
 from __future__ import annotations
 
-from starlette.testclient import TestClient
-
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
+from tests.helpers.loops import GatewayClient
 
 SETTINGS = GatewaySettings(pool=PoolSettings(model="checksum", devices=("cpu",)))
 
 
 def test_healthz_is_503_before_start_up_200_while_serving_and_503_after() -> None:
-    client = TestClient(create_app(SETTINGS))  # outside ``with``: no lifespan
+    client = GatewayClient(create_app(SETTINGS))  # outside ``with``: no lifespan
     before = client.get("/healthz")
     assert (before.status_code, before.json()) == (
         503,
@@ -32,6 +31,6 @@ def test_healthz_is_503_before_start_up_200_while_serving_and_503_after() -> Non
 
 def test_a_shutdown_is_not_a_lost_serving() -> None:
     app = create_app(SETTINGS)
-    with TestClient(app):
+    with GatewayClient(app):
         assert app.serving_lost() is None
     assert app.serving_lost() is None  # python -m gateway exits 0, not 1

@@ -20,6 +20,7 @@ from gateway.audio.endpointer import EndpointSettings
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import receive_until_is_final
+from tests.helpers.loops import GatewayClient
 from tests.live.workers.test_seaco import FIRST, SECOND, clip, generate
 from workers.engines.paraformer import load_automodel
 
@@ -39,7 +40,7 @@ def seaco_client(tiny_seaco_model: Path) -> Iterator[TestClient]:
         endpoint=EndpointSettings(preroll_ms=0),  # each sentence's offline pass: all of it
         idle_timeout_s=30.0,
     )
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

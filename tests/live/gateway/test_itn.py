@@ -27,6 +27,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.loops import GatewayClient
 from workers.engines.paraformer import load_automodel, to_float
 from workers.models.synthetic import build_model_dir
 from workers.models.synthetic_base import NUMERALS
@@ -45,7 +46,7 @@ def client(numerals_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(numerals_model), kind="offline")
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

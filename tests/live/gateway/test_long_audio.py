@@ -21,6 +21,7 @@ from gateway.audio.segment import cut, silence_by_energy
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
+from tests.helpers.loops import GatewayClient
 from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
 from workers.engines.paraformer import load_automodel, to_float
 
@@ -44,7 +45,7 @@ def quiet(seconds: float) -> bytes:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         yield client
 
 
@@ -120,7 +121,7 @@ def test_an_uploaded_file_longer_than_the_limit_is_decoded_in_segments(
     settings = replace(SETTINGS, offline_pool=offline)
     buffer = io.BytesIO()
     soundfile.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         response = client.post(
             "/v1/transcribe", files={"file": ("long.wav", buffer.getvalue(), "audio/wav")}
         )
@@ -159,7 +160,7 @@ def test_the_buffered_audio_budget_ends_the_utterance_that_would_exceed_it() -> 
     once it ends the gauge is back to 0."""
     settings = replace(SETTINGS, max_buffered_s=1.0)
     first_pcm, second_pcm = loud(0.8, 7), loud(0.5, 8)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         assert metric(client, "asr_buffered_audio_max_seconds") == 1.0
         with client.websocket_connect("/") as first:
             first.send_text(config(mode="offline"))
@@ -184,7 +185,7 @@ def test_the_buffered_audio_budget_ends_the_utterance_that_would_exceed_it() -> 
 
 def test_new_sessions_are_refused_while_the_budget_is_spent() -> None:
     settings = replace(SETTINGS, max_buffered_s=1.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         with client.websocket_connect("/") as holder:
             holder.send_text(config(mode="offline"))
             holder.send_bytes(loud(1.0, 9))
@@ -219,7 +220,7 @@ def test_with_a_vad_pool_the_cuts_fall_outside_funasrs_speech_regions(
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     vad = replace(streaming, model=str(tiny_vad_model), kind="vad")
     settings = replace(SETTINGS, vad_pool=vad, max_segment_s=2.5)
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
+    with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         ws.send_text(config(mode="offline"))
         ws.send_bytes(pcm)
         ws.send_text(END)

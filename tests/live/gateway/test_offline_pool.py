@@ -18,6 +18,7 @@ from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.loops import GatewayClient
 from workers.engines.paraformer import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def client(tiny_offline_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_offline_model), kind="offline")
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

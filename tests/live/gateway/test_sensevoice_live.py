@@ -22,6 +22,7 @@ from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
+from tests.helpers.loops import GatewayClient
 from tests.live.gateway.test_app import expect_error
 from tests.workers.engines.test_fsmn_vad import spoken
 from workers.engines.paraformer import load_automodel, to_float
@@ -35,7 +36,7 @@ def client(tiny_sensevoice_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_sensevoice_model), kind="offline")
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 
@@ -184,7 +185,7 @@ def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     audio = spoken(37, ("speech", 1.8))
-    with TestClient(create_app(settings)) as onnx_client:
+    with GatewayClient(create_app(settings)) as onnx_client:
         message = offline_result(onnx_client, audio, svs_lang="en", svs_itn=True)
         engine = onnx_client.post(
             "/v1/transcribe", files={"file": ("a.wav", wav(audio), "audio/wav")}

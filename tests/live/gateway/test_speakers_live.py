@@ -265,3 +265,19 @@ def test_a_client_reset_after_its_upload_stops_the_work_and_frees_the_place(
     # its events start: the VAD's cuts come first, then the decodes stream).
     gone = _metric(server, "asr_transcriptions_total", status="499") - gone_before
     assert gone == (0 if fields.get("stream") == "true" else 1)
+
+
+def test_a_client_reset_mid_upload_is_a_counted_400_and_frees_the_place(server: Gateway) -> None:
+    disconnected = _metric(server, "asr_transcription_refusals_total", reason="disconnected")
+    request = _upload("/v1/transcribe", speakers="true")
+    half = len(request.read()) // 2
+    send_then_reset(server.port, request, hold_s=0.5, body_bytes=half)
+    deadline = time.monotonic() + 5.0
+    while _metric(server, "asr_transcriptions_active") > 0:
+        assert time.monotonic() < deadline, "the place is still held"
+        time.sleep(0.05)
+    while _metric(server, "asr_transcription_refusals_total", reason="disconnected") == (
+        disconnected
+    ):
+        assert time.monotonic() < deadline, "the disconnect was not counted"
+        time.sleep(0.05)

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.settings import AccessSettings, GatewaySettings
 from shared.settings import PoolSettings
+from tests.helpers.loops import GatewayClient
 
 KEYED = AccessSettings(api_keys=frozenset({"secret"}), protect_status=True)
 SETTINGS = GatewaySettings(pool=PoolSettings(model="checksum", devices=("cpu",)), access=KEYED)
@@ -21,7 +22,7 @@ BEARER = {"Authorization": "Bearer secret"}
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(SETTINGS)) as client:
+    with GatewayClient(create_app(SETTINGS)) as client:
         yield client
 
 
@@ -70,7 +71,7 @@ def test_healthz_is_open(client: TestClient) -> None:
 
 def test_unprotected_status_is_open_to_anyone() -> None:
     settings = replace(SETTINGS, access=replace(KEYED, protect_status=False))
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         assert client.get("/metrics").status_code == 200
         assert "workers" in client.get("/readyz").json()
 

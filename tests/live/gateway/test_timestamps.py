@@ -19,6 +19,7 @@ from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
+from tests.helpers.loops import GatewayClient
 from tests.workers.engines.test_fsmn_vad import spoken
 from workers.engines.model_dir import model_class
 from workers.engines.paraformer import load_automodel, to_float
@@ -31,7 +32,7 @@ def client(tiny_timestamp_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_timestamp_model), kind="offline")
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 
@@ -144,7 +145,7 @@ def punctuated(tiny_timestamp_model: Path, tiny_punc_model: Path) -> Iterator[Te
         punc_model=str(tiny_punc_model),
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

@@ -26,6 +26,7 @@ from gateway.session.utterance.two_pass_vad import piece_bytes
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
+from tests.helpers.loops import GatewayClient
 from tests.live.gateway.test_app import expect_error, wait_until
 from tests.workers.engines.test_fsmn_vad import SENTENCE_ENDS, funasr_vad, spoken
 from workers.engines.paraformer import load_automodel, to_float
@@ -47,7 +48,7 @@ def vad_client(tiny_vad_model: Path) -> Iterator[TestClient]:
         endpoint=EndpointSettings(preroll_ms=PREROLL_MS),
         idle_timeout_s=30.0,
     )
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 
@@ -59,7 +60,7 @@ def punc_client(tiny_offline_model: Path, tiny_punc_model: Path) -> Iterator[Tes
         streaming, model=str(tiny_offline_model), kind="offline", punc_model=str(tiny_punc_model)
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
-    with TestClient(create_app(settings)) as client:
+    with GatewayClient(create_app(settings)) as client:
         yield client
 
 

@@ -18,6 +18,8 @@ from anyio import wait_all_tasks_blocked
 from bench.common.audio import expected_checksum
 from shared.errors import WorkerError, WorkerLoadError
 from shared.settings import PoolSettings
+from tests.helpers import failing_engine
+from tests.helpers.failing_engine import EXIT_LOAD_ENV
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 
@@ -131,6 +133,21 @@ async def test_load_error_fails_loudly_with_the_workers_own_error(tmp_path: Path
             pass
     # The worker's own exception text reaches the caller.
     assert "Error" in str(info.value)
+    assert _our_segments() == before
+
+
+async def test_a_worker_that_exits_before_it_is_ready_fails_start_up_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(EXIT_LOAD_ENV, "1")  # the spawned worker inherits it
+    before = _our_segments()
+    settings = PoolSettings(model="checksum", devices=("cpu",))
+    with (
+        anyio.fail_after(60),
+        pytest.raises(WorkerLoadError, match=r"exited while loading \(exit code 3\)"),
+    ):
+        async with WorkerPool(settings, engine_loader=failing_engine.load):
+            pass
     assert _our_segments() == before
 
 

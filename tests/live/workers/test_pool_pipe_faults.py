@@ -24,11 +24,14 @@ from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import CLOSE_COMMANDS, HUGE_RESULT, HUGE_TEXT, marked
+from tests.helpers.loops import BOTH_LOOPS
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
 
-pytestmark = pytest.mark.anyio
+# Under both loops: uvloop makes the pipes it polls non-blocking, asyncio leaves them as
+# they are, and a pipe is all the pool reads (tests.helpers.loops).
+pytestmark = [pytest.mark.anyio, BOTH_LOOPS]
 
 AUDIO = np.arange(24000, dtype=np.int16)
 
@@ -161,15 +164,6 @@ async def test_a_worker_whose_end_of_its_command_pipe_closes_is_replaced() -> No
     assert _our_segments() == before
 
 
-# uvloop is the loop uvicorn gives users by default, and it makes every descriptor it polls
-# non-blocking: the results pipe's reads would block mid-frame under it, never under asyncio.
-BOTH_LOOPS = pytest.mark.parametrize(
-    "anyio_backend",
-    [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), "asyncio"],
-)
-
-
-@BOTH_LOOPS
 async def test_results_larger_than_the_pipe_arrive_whole_and_the_worker_lives() -> None:
     settings = PoolSettings(model="checksum", devices=("cpu",))
     async with WorkerPool(settings, engine_loader=failing_engine.load) as pool:

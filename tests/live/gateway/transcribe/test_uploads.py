@@ -14,6 +14,7 @@ from gateway.app import create_app
 from gateway.files import request as transcribe
 from gateway.settings import AccessSettings, TranscribeSettings
 from tests.helpers.checksums import checksum
+from tests.helpers.loops import GatewayClient
 from tests.helpers.transcription import SETTINGS, message_of, refused, upload
 from tests.helpers.wav import speech, wav_bytes
 
@@ -115,14 +116,14 @@ def test_requests_that_are_neither_multipart_nor_json_get_415(client: TestClient
 
 def test_an_upload_over_the_byte_limit_gets_413() -> None:
     small = replace(SETTINGS, transcribe=TranscribeSettings(max_bytes=10_000))
-    with TestClient(create_app(small)) as client:
+    with GatewayClient(create_app(small)) as client:
         status, body = upload(client, wav_bytes(speech(1.0)))
     assert status == 413, body
 
 
 def test_keys_apply_to_transcription_too() -> None:
     guarded = replace(SETTINGS, access=AccessSettings(api_keys=frozenset({"k"})))
-    with TestClient(create_app(guarded)) as client:
+    with GatewayClient(create_app(guarded)) as client:
         assert upload(client, wav_bytes(speech(0.5)))[0] == 401
         response = client.post(
             "/v1/transcribe",

@@ -16,6 +16,7 @@ from bench.common.net import free_port
 from gateway.app import create_app
 from gateway.settings import TranscribeSettings
 from tests.helpers.checksums import checksum
+from tests.helpers.loops import GatewayClient
 from tests.helpers.transcription import SETTINGS, counted, message_of, refused, upload
 from tests.helpers.wav import speech, wav_bytes
 
@@ -51,7 +52,7 @@ def test_a_missing_file_at_the_url_is_a_400(client: TestClient, file_server: str
 
 def test_internal_addresses_are_not_fetched_unless_allowed(file_server: str) -> None:
     strict = replace(SETTINGS, transcribe=TranscribeSettings())
-    with TestClient(create_app(strict)) as client:
+    with GatewayClient(create_app(strict)) as client:
         response = client.post("/v1/transcribe", json={"url": file_server + "/a.wav"})
     assert response.status_code == 400
     assert "internal address" in response.json()["error"]["message"]
@@ -82,7 +83,7 @@ def test_a_fetch_past_its_timeout_is_a_400(silent_server: str) -> None:
         SETTINGS,
         transcribe=TranscribeSettings(fetch_timeout_s=0.3, fetch_allow_private=True),
     )
-    with TestClient(create_app(quick)) as client:
+    with GatewayClient(create_app(quick)) as client:
         response = client.post("/v1/transcribe", json={"url": silent_server})
         assert response.status_code == 400
         assert "took over 0.3 s (ASR_FETCH_TIMEOUT)" in message_of(response)
@@ -100,11 +101,27 @@ def test_a_malformed_content_length_from_the_url_is_a_400(
     assert refused(client, "fetch_failed") == before + 1
 
 
+def test_a_server_gone_mid_body_is_a_counted_400(client: TestClient, file_server: str) -> None:
+    before = refused(client, "fetch_failed")
+    response = client.post("/v1/transcribe", json={"url": file_server + "/truncated"})
+    assert response.status_code == 400
+    assert "fetching the URL failed" in message_of(response)
+    assert refused(client, "fetch_failed") == before + 1
+
+
+def test_a_body_that_arrives_in_pieces_is_fetched_whole(
+    client: TestClient, file_server: str
+) -> None:
+    response = client.post("/v1/transcribe", json={"url": file_server + "/slow-chunked"})
+    assert response.status_code == 200, response.json()
+    assert response.json()["text"] == checksum(speech(1.5).astype("<i2").tobytes())
+
+
 def test_a_fetch_over_the_byte_limit_is_a_413(file_server: str) -> None:
     small = replace(
         SETTINGS, transcribe=TranscribeSettings(max_bytes=10_000, fetch_allow_private=True)
     )
-    with TestClient(create_app(small)) as client:
+    with GatewayClient(create_app(small)) as client:
         for path in ("/a.wav", "/chunked"):  # declared, then counted as it arrives
             response = client.post("/v1/transcribe", json={"url": file_server + path})
             assert response.status_code == 413, path
