@@ -255,6 +255,7 @@ async def serve(
     *,
     ready_timeout: float = READY_TIMEOUT_S,
     entry: Sequence[str] = UVICORN,
+    options: Sequence[str] = (),
     send_buffer: int | None = None,
 ) -> AsyncIterator[Gateway]:
     """``start`` for an event loop, in a session of its own, logging to ``log``. On leaving,
@@ -264,6 +265,7 @@ async def serve(
         env,
         log=log,
         entry=entry,
+        options=options,
         send_buffer=send_buffer,
         own_session=True,
         ready_timeout=ready_timeout,

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, check_online, config, random_frames
+from tests.helpers.loops import UVICORN_LOOPS
 from tests.live.gateway.test_uvicorn import open_session, receive_until_final, send_frames
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -167,9 +168,13 @@ async def drop_at_a_random_point(server: Gateway, rng: random.Random) -> None:
         ws.transport.abort()
 
 
-async def test_dropped_connections_release_every_resource(tmp_path: Path) -> None:
+@UVICORN_LOOPS
+async def test_dropped_connections_release_every_resource(
+    tmp_path: Path, uvicorn_loop: str
+) -> None:
     env = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
-    async with serve(env, tmp_path / "server.log") as server:
+    loop = ("--loop", uvicorn_loop)
+    async with serve(env, tmp_path / "server.log", options=loop) as server:
         rng = random.Random(11)
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:

@@ -51,8 +51,10 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-@pytest.fixture(scope="module")
-async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Gateway, Path]]:
+@pytest.fixture(scope="module", params=["uvloop", "asyncio"])
+async def live(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Gateway, Path]]:
     root = tmp_path_factory.mktemp("transcribe-live")
     tmpdir = root / "tmp"
     tmpdir.mkdir()
@@ -64,7 +66,8 @@ async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[
         "ASR_UPLOAD_TIMEOUT": "2",
         "ASR_TRANSCRIBE_CONCURRENCY": "1",
     }
-    async with serve(env, root / "server.log") as server:
+    loop = ("--loop", request.param)  # uvicorn's, under each in turn
+    async with serve(env, root / "server.log", options=loop) as server:
         async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
             # Warm up: the lazy imports of a decode and of a refusal are not the body's.
             wav = io.BytesIO()
