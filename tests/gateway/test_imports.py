@@ -10,11 +10,9 @@ pool's interface alone (``workers.pool``). Every import counts, lazy ones too.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.helpers.import_graph import first_cycle, graph, imported_names, module_name
 
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
 
@@ -39,28 +37,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 TOP_LEVEL_MODULES_AT_MOST = 12
 
 
-def _module_name(path: Path) -> str:
-    return _module_name_in(GATEWAY.parent, path)
-
-
-def _imported(path: Path) -> Iterator[str]:
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module is not None:
-            assert node.level == 0, f"{path}: relative import"
-            # ``from package import module`` imports that module too.
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
-
-
 def _graph() -> dict[str, set[str]]:
-    paths = {_module_name(path): path for path in GATEWAY.rglob("*.py")}
-    modules = set(paths)
-    return {
-        name: {imported for imported in _imported(path) if imported in modules} - {name}
-        for name, path in paths.items()
-    }
+    return graph(["gateway"])
 
 
 def _part(module: str) -> str | None:
@@ -87,37 +65,20 @@ def test_each_part_imports_only_the_parts_below_it() -> None:
 
 
 def test_no_module_imports_in_a_cycle() -> None:
-    graph = _graph()
-    done: set[str] = set()
-
-    def visit(module: str, path: list[str]) -> None:
-        if module in path:
-            pytest.fail(" -> ".join([*path[path.index(module) :], module]))
-        if module in done:
-            return
-        for imported in sorted(graph[module]):
-            visit(imported, [*path, module])
-        done.add(module)
-
-    for module in sorted(graph):
-        visit(module, [])
+    cycle = first_cycle(_graph())
+    assert cycle is None, " -> ".join(cycle or [])
 
 
 def test_the_gateway_uses_the_pools_interface_only() -> None:
     workers = GATEWAY.parent / "workers"
-    modules = {_module_name_in(workers.parent, path) for path in workers.rglob("*.py")}
+    modules = {module_name(path) for path in workers.rglob("*.py")}
     reached = {
         imported
         for path in GATEWAY.rglob("*.py")
-        for imported in _imported(path)
+        for imported in imported_names(path)
         if imported in modules
     }
     assert reached <= {"workers", "workers.pool"}, sorted(reached)
-
-
-def _module_name_in(root: Path, path: Path) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def test_few_modules_stay_at_the_top() -> None:

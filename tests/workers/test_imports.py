@@ -9,11 +9,9 @@ ones inside functions too.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.helpers.import_graph import first_cycle, graph
 
 WORKERS = Path(__file__).resolve().parents[2] / "workers"
 # What each folder of workers/ may import, besides itself.
@@ -26,29 +24,8 @@ MAY_IMPORT = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(WORKERS.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path, modules: set[str]) -> Iterator[str]:
-    """The modules of ``modules`` that ``path`` imports, wherever its import statements are."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module is not None:
-            assert node.level == 0, f"{path}: relative import"
-            # ``from package import module`` imports that module too.
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        yield from (name for name in names if name in modules)
-
-
 def _graph() -> dict[str, set[str]]:
-    paths = {_module_name(path): path for path in WORKERS.rglob("*.py")}
-    modules = set(paths)
-    return {name: set(_imports(path, modules)) - {name} for name, path in paths.items()}
+    return graph(["workers"])
 
 
 def _folder(module: str) -> str | None:
@@ -66,20 +43,8 @@ def test_every_module_of_workers_is_in_a_folder_of_its_side() -> None:
 
 
 def test_no_module_of_workers_imports_in_a_cycle() -> None:
-    graph = _graph()
-    done: set[str] = set()
-
-    def visit(module: str, path: list[str]) -> None:
-        if module in path:
-            pytest.fail(" -> ".join([*path[path.index(module) :], module]))
-        if module in done:
-            return
-        for imported in sorted(graph[module]):
-            visit(imported, [*path, module])
-        done.add(module)
-
-    for module in sorted(graph):
-        visit(module, [])
+    cycle = first_cycle(_graph())
+    assert cycle is None, " -> ".join(cycle or [])
 
 
 def test_imports_point_down_and_the_two_sides_never_meet() -> None:

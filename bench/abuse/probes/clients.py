@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from bench.abuse.probes.model import Tally
+from bench.abuse.probes.attack import Tally
 from bench.common import messages
 
 FRAME_60MS = 1920  # bytes of 16 kHz int16 PCM: FunASR's clients' framing

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from bench.abuse.probes.model import Tally
+from bench.abuse.probes.attack import Tally
 from bench.abuse.probes.server import ProbedGateway
 
 # Linux routes all of 127/8 to the loopback: each probe's client is an address of its own,

@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import struct
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import Http, now
 from bench.abuse.probes.context import Context
-from bench.abuse.probes.model import Attack, AttackFn, Measured, Probe, Verdict
+from bench.abuse.probes.model import AttackFn, Measured, Probe, Verdict
 from shared.settings_table import TRANSCRIBE_CONCURRENCY, TRANSCRIBE_MAX_BYTES
 
 CONCURRENCY = TRANSCRIBE_CONCURRENCY.default

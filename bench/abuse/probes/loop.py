@@ -19,9 +19,10 @@ import statistics
 
 from websockets.exceptions import ConnectionClosed
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import FRAME_20MS, Ws, config, now, open_ws
 from bench.abuse.probes.context import Context
-from bench.abuse.probes.model import Attack, AttackFn, Judge, Measured, Probe, Verdict
+from bench.abuse.probes.model import AttackFn, Judge, Measured, Probe, Verdict
 from bench.abuse.probes.places import REALTIME, REALTIME_16K, REALTIME_DRIP
 from gateway.limits.rate import frame_cost, text_cost
 from shared.settings_table import MAX_TEXT_BYTES

@@ -14,9 +14,10 @@ import json
 
 from websockets.exceptions import ConnectionClosed
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import CHUNK_600MS, Ws, config, now, open_ws
 from bench.abuse.probes.context import Context
-from bench.abuse.probes.model import Attack, AttackFn, Measured, Probe, Verdict
+from bench.abuse.probes.model import AttackFn, Measured, Probe, Verdict
 from bench.abuse.probes.parked import LONG_NAME, PARKED_SHARE, park_one, results_session
 from bench.abuse.probes.places import REALTIME
 from gateway.session.outbox import RESUME_BYTES, UNSENT_BYTES

@@ -14,9 +14,10 @@ import asyncio
 
 from websockets.exceptions import ConnectionClosed
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import CHUNK_600MS, Ws, config, now, open_ws
 from bench.abuse.probes.context import Context
-from bench.abuse.probes.model import Attack, Judge, Measured, Probe, Verdict
+from bench.abuse.probes.model import Judge, Measured, Probe, Verdict
 from gateway.session.outbox import RESUME_BYTES, UNSENT_BYTES, held_bytes
 from gateway.session.resumability import RESUME_BURST
 

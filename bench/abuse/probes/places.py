@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 from websockets.exceptions import ConnectionClosed
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import FRAME_20MS, Ws, config, now, open_ws
 from bench.abuse.probes.context import Context
-from bench.abuse.probes.model import Attack, AttackFn, Measured, Probe, Verdict, held_at_most
+from bench.abuse.probes.model import AttackFn, Measured, Probe, Verdict, held_at_most
 from bench.common.messages import END
 
 HOLDERS = 8  # places one address holds at once (ASR_MAX_SESSIONS_PER_CLIENT in the profile)

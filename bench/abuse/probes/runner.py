@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.abuse.probes.attack import Tally
 from bench.abuse.probes.context import VICTIM_ADDRESS, Context
-from bench.abuse.probes.model import Footprint, Measured, Probe, Tally, Verdict, Victims
+from bench.abuse.probes.model import Footprint, Measured, Probe, Verdict, Victims
 from bench.abuse.probes.server import PeakSampler, ProbedGateway
 from bench.abuse.probes.victims import VictimSessions
 

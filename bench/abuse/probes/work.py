@@ -15,11 +15,12 @@ import json
 
 from websockets.exceptions import ConnectionClosed
 
+from bench.abuse.probes.attack import Attack
 from bench.abuse.probes.clients import CHUNK_600MS, config, now, open_ws
 from bench.abuse.probes.context import Context
 from bench.abuse.probes.loop import drain
 from bench.abuse.probes.memory import LONG_ENV, MAX_FRAME_BYTES
-from bench.abuse.probes.model import Attack, Measured, Probe, Verdict
+from bench.abuse.probes.model import Measured, Probe, Verdict
 from bench.abuse.probes.places import REALTIME
 from bench.common.messages import END
 from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES

@@ -153,3 +153,13 @@ def test_the_send_log_gives_the_send_time_of_the_frame_that_carried_a_byte() -> 
     assert log.time_of(1921) == 2.0  # the second frame's first byte
     assert log.time_of(3 * 1920) == 3.0
     assert log.time_of(3 * 1920 + 1) is None  # not sent yet
+
+
+def test_the_design_names_the_load_generator_bench_ws_load_py(tmp_path: Path) -> None:
+    """``python bench/ws_load.py`` runs the generator, from any directory."""
+    script = Path(__file__).resolve().parents[3] / "bench" / "ws_load.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--streams" in done.stdout
