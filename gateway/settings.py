@@ -20,8 +20,9 @@ from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.models.models_file import read_models_file
 from gateway.models.table import ModelTable, single_model
 from shared import settings_table as table
+from shared.engines import Role
 from shared.messages import SAMPLE_RATE
-from shared.settings import PoolSettings, speaker_pool_settings
+from shared.settings import PoolSettings, companion_runtime, speaker_pool_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,12 +299,14 @@ def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | 
     return replace(
         pool,
         model=model,
-        kind="offline",
+        kind=Role.OFFLINE,
         punc_model=punc_model,
-        # ASR_ENGINE is the runtime of every pool unless ASR_OFFLINE_ENGINE says otherwise:
-        # paraformer-onnx runs the offline Paraformer on ONNX Runtime too (select_engine
-        # keeps the models it has no export for on PyTorch), with ASR_ONNX_PRECISION.
-        engine=table.OFFLINE_ENGINE.read(env) or pool.engine,
+        # ASR_RUNTIME is every pool's unless ASR_OFFLINE_RUNTIME says otherwise: onnx runs
+        # the offline Paraformer on ONNX Runtime too (the kinds it has no export for stay on
+        # PyTorch: workers.engines.kinds), with ASR_ONNX_PRECISION. ASR_ENGINE's own engine
+        # is the streaming model's alone.
+        runtime=companion_runtime(env, table.OFFLINE_RUNTIME, table.OFFLINE_ENGINE) or pool.runtime,
+        engine=None,
         devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
         batch_hold="wait",
         batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
@@ -322,9 +325,10 @@ def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None
     return replace(
         pool,
         model=model,
-        kind="vad",
-        # As the offline pool: ASR_ENGINE=paraformer-onnx runs the vectorised FSMN-VAD.
-        engine=table.VAD_ENGINE.read(env) or pool.engine,
+        kind=Role.VAD,
+        # As the offline pool: ASR_RUNTIME=onnx runs the vectorised FSMN-VAD.
+        runtime=companion_runtime(env, table.VAD_RUNTIME, table.VAD_ENGINE) or pool.runtime,
+        engine=None,
         devices=table.VAD_DEVICES.read(env),
         workers_per_device=1,
         # The session waits for each answer before it sends the next piece: never held.

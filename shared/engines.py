@@ -1,8 +1,9 @@
 """The engines a worker can run, by name, and what each one's results mean.
 
-Pure data: the engines themselves are in ``workers.engines``, whose registry is the only
-place that tells one engine from another by name. Everything else asks an engine's
-:class:`EngineCapabilities`, which each worker reports when it is ready.
+Pure data: the engines themselves are in ``workers.engines``, whose table
+(``workers.engines.kinds``) is the only place that tells one engine or model kind from
+another. Everything else asks an engine's :class:`EngineCapabilities`, which each worker
+reports when it is ready.
 """
 
 from __future__ import annotations
@@ -15,18 +16,39 @@ from typing import Literal
 Precision = Literal["fp32", "int8"]
 
 
-class EngineName(enum.StrEnum):
-    CHECKSUM = "checksum"  # model-free: the samples and CRC-32 of the audio so far
-    PARAFORMER = "paraformer"  # FunASR's streaming Paraformer under PyTorch
-    PARAFORMER_ONNX = "paraformer-onnx"  # the same model under ONNX Runtime, batched
-    PARAFORMER_OPENVINO = "paraformer-openvino"  # the same export under OpenVINO (CPU)
-    PARAFORMER_OFFLINE = "paraformer-offline"  # whole utterances, decoded at their end
-    PARAFORMER_OFFLINE_ONNX = "paraformer-offline-onnx"  # the same under ONNX Runtime
-    FSMN_VAD = "fsmn-vad"  # FunASR's streaming voice activity detection
-    FSMN_VAD_ONNX = "fsmn-vad-onnx"  # the same VAD, all streams' frames in one call
-    SENSEVOICE = "sensevoice"  # SenseVoiceSmall: whole utterances, tagged, under PyTorch
-    SENSEVOICE_ONNX = "sensevoice-onnx"  # the same under ONNX Runtime
-    CAMPPLUS = "campplus"  # CAM++ speaker embeddings, clustered into who spoke when
+# An engine's name: ours are the rows of ``workers.engines.kinds.ENGINES`` ("paraformer-onnx",
+# "fsmn-vad", ...); a user's engine is named by its class's import path ("pkg.mod:Engine").
+EngineName = str
+
+
+class Role(enum.StrEnum):
+    """What a model does in a served model: the streaming decode, and its companions (the
+    whole-utterance decode, the VAD, the punctuation, the speakers)."""
+
+    STREAMING = "streaming"
+    OFFLINE = "offline"
+    VAD = "vad"
+    PUNCTUATION = "punc"
+    SPEAKER = "speaker"
+
+
+# How an engine runs its model: funasr's PyTorch code, ONNX Runtime (batched, on an export
+# made at start-up), or OpenVINO (the streaming Paraformer's export; the other kinds as
+# ONNX Runtime runs them). A kind without an engine for a runtime runs under the next one
+# in its line (``RUNTIME_FALLBACKS``).
+Runtime = Literal["torch", "onnx", "openvino"]
+RUNTIMES: tuple[Runtime, ...] = ("torch", "onnx", "openvino")
+# What ASR_ENGINE said before ASR_RUNTIME named the runtime for what it is.
+RUNTIME_ALIASES: dict[str, Runtime] = {
+    "paraformer": "torch",
+    "paraformer-onnx": "onnx",
+    "paraformer-openvino": "openvino",
+}
+RUNTIME_FALLBACKS: dict[Runtime, tuple[Runtime, ...]] = {
+    "torch": ("torch",),
+    "onnx": ("onnx", "torch"),
+    "openvino": ("openvino", "onnx", "torch"),
+}
 
 
 @dataclass(frozen=True, slots=True)

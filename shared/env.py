@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from shared.engines import RUNTIME_ALIASES, RUNTIMES, Runtime
+
 T = TypeVar("T")
 C = TypeVar("C", bound=str)
 
@@ -150,6 +152,37 @@ class Devices(Kind[tuple[str, ...]]):
 
     def show(self, value: tuple[str, ...]) -> str:
         return f"`{','.join(value)}`"
+
+
+class RuntimeName(Kind[Runtime]):
+    """A runtime (``shared.engines.RUNTIMES``), or the engine name that meant it before
+    the setting was named for what it is (``paraformer-onnx``: ``onnx``)."""
+
+    values = "`torch`, `onnx` or `openvino`"
+
+    def parse(self, raw: str) -> Runtime:
+        for runtime in RUNTIMES:
+            if raw == runtime:
+                return runtime
+        if raw in RUNTIME_ALIASES:
+            return RUNTIME_ALIASES[raw]
+        raise ValueError(raw)
+
+
+class EngineOrRuntime(Kind[str]):
+    """``ASR_ENGINE`` and a models file's ``engine``: a user's engine class by import path
+    (``package.module:Class``), or, as before ``ASR_RUNTIME``, a runtime by its old name."""
+
+    values = "`package.module:Class` (a runtime's old name: `paraformer-onnx`, ...)"
+
+    def parse(self, raw: str) -> str:
+        if raw in RUNTIME_ALIASES or raw in RUNTIMES:
+            return raw
+        module, colon, attribute = raw.partition(":")
+        parts = [*module.split("."), *attribute.split(".")]
+        if colon and all(part.isidentifier() for part in parts):
+            return raw
+        raise ValueError(raw)
 
 
 class OrNone(Kind[T | None]):

@@ -10,33 +10,26 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from shared import settings_table as table
-from shared.engines import Precision
+from shared.engines import RUNTIME_ALIASES, RUNTIMES, Precision, Role, Runtime
+from shared.env import Setting
 from shared.settings_table import (
     BATCH_HOLDS,
     DEFAULT_MODEL,
-    ENGINES,
     PRECISIONS,
     BatchHold,
-    Engine,
     Transport,
 )
 
 __all__ = [
     "DEFAULT_MODEL",
-    "ENGINES",
     "PRECISIONS",
-    "Engine",
-    "PoolKind",
     "PoolSettings",
     "Precision",
     "Transport",
     "speaker_pool_settings",
 ]
-
-PoolKind = Literal["streaming", "offline", "vad", "speaker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +37,8 @@ class PoolSettings:
     """How many workers, on which devices, loading what, talking over which transport."""
 
     model: str = table.MODEL.default
-    # ASR_OFFLINE_MODEL's pool is "offline", ASR_VAD_MODEL's "vad", ASR_SPEAKER_MODEL's "speaker".
-    kind: PoolKind = "streaming"
+    # The role its model fills: ASR_OFFLINE_MODEL's pool is the offline one, and so on.
+    kind: Role = Role.STREAMING
     # Offline pools: a CT-Transformer (ASR_PUNC_MODEL) that punctuates every result.
     punc_model: str | None = None
     devices: tuple[str, ...] = table.DEVICES.default
@@ -70,9 +63,11 @@ class PoolSettings:
     # WorkerPool.health reports the pool unable to serve once every worker has been lost
     # and has failed to restart at least once, for longer than this.
     unhealthy_after_s: float = table.UNHEALTHY_AFTER.default
-    # "paraformer" (PyTorch, funasr's own code) or "paraformer-onnx" (ONNX Runtime, streams
-    # batched per step; exported once into the model directory). checksum ignores it.
-    engine: Engine = table.ENGINE.default
+    # How its model runs (ASR_RUNTIME): the engine its kind has for it (workers.engines.kinds).
+    runtime: Runtime = table.RUNTIME.default
+    # A user's engine class by import path ("package.module:Class"), which serves the model
+    # instead of its kind's engine; None: the kind's.
+    engine: str | None = None
     onnx_precision: Precision = table.ONNX_PRECISION.default
     # When a worker may hold a step open for more streams' chunks, when it has fewer than
     # max_batch (workers.worker.batching): more waiting means bigger batches, at the cost
@@ -95,8 +90,8 @@ class PoolSettings:
             raise ValueError("slot_bytes must be a positive even number")
         if self.slots_per_worker < 1 or self.max_batch < 1 or self.stream_window < 1:
             raise ValueError("slots, max batch and stream window must be at least 1")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}")
         if self.onnx_precision not in PRECISIONS:
             raise ValueError(f"ONNX precision must be fp32 or int8, not {self.onnx_precision!r}")
         if self.batch_hold not in BATCH_HOLDS:
@@ -143,7 +138,8 @@ class PoolSettings:
             step_timeout_s=table.WORKER_STEP_TIMEOUT.read(env),
             step_seconds_per_audio_second=table.WORKER_STEP_SECONDS_PER_AUDIO_SECOND.read(env),
             unhealthy_after_s=table.UNHEALTHY_AFTER.read(env),
-            engine=table.ENGINE.read(env),
+            runtime=runtime_of(env, table.RUNTIME, table.ENGINE),
+            engine=user_engine(table.ENGINE.read(env)),
             onnx_precision=table.ONNX_PRECISION.read(env),
             batch_hold=table.BATCH_HOLD.read(env),
             batch_wait_s=table.BATCH_WAIT_MS.read(env),
@@ -152,18 +148,57 @@ class PoolSettings:
         )
 
 
-def speaker_pool_settings(pool: PoolSettings, model: str, devices: tuple[str, ...]) -> PoolSettings:
+def speaker_pool_settings(
+    pool: PoolSettings, model: str, devices: tuple[str, ...], engine: str | None = None
+) -> PoolSettings:
     """A speaker pool (CAM++) beside ``pool``: one worker per device, whose file is one
     stream decoded at its end, so a step is never held open for more."""
     return replace(
         pool,
         model=model,
-        kind="speaker",
+        kind=Role.SPEAKER,
         punc_model=None,
-        engine="paraformer",  # the runtime: CAM++ runs under PyTorch only
+        runtime="torch",  # CAM++ has no other engine
+        engine=engine,  # a user's, named by its own models-file entry
         devices=devices,
         workers_per_device=1,
         batch_hold="wait",
         batch_wait_s=0.0,
         chunk_deadline_s=60.0,
     )
+
+
+def runtime_of(
+    env: Mapping[str, str], runtime: Setting[Runtime], old_name: Setting[str | None]
+) -> Runtime:
+    """``runtime``'s value, or where only its old name is set (``ASR_ENGINE``, holding a
+    runtime's old name), that one's; both set to different runtimes is an error."""
+    value = old_name.read(env)
+    old = next((r for r in RUNTIMES if RUNTIME_ALIASES.get(value or "", value) == r), None)
+    if old is None:
+        return runtime.read(env)  # unset, or a user's engine: not a runtime
+    if runtime.name in env and runtime.read(env) != old:
+        raise ValueError(
+            f"{old_name.name} is the old name of {runtime.name}: set {runtime.name} alone"
+        )
+    return old
+
+
+def user_engine(engine: str | None) -> str | None:
+    """``ASR_ENGINE``'s value where it names a user's engine class, not a runtime."""
+    if engine is None or engine in RUNTIMES or engine in RUNTIME_ALIASES:
+        return None
+    return engine
+
+
+def companion_runtime(
+    env: Mapping[str, str], runtime: Setting[Runtime | None], old_name: Setting[Runtime | None]
+) -> Runtime | None:
+    """A companion pool's own runtime (``ASR_OFFLINE_RUNTIME``, or its old name
+    ``ASR_OFFLINE_ENGINE``), None where neither is set: the streaming pool's then."""
+    new, old = runtime.read(env), old_name.read(env)
+    if new is not None and old is not None and new != old:
+        raise ValueError(
+            f"{old_name.name} is the old name of {runtime.name}: set {runtime.name} alone"
+        )
+    return new or old

@@ -15,26 +15,23 @@ from shared.engines import Precision
 from shared.env import (
     Choice,
     Devices,
+    EngineOrRuntime,
     Flag,
     Integer,
     Level,
     Number,
     OrNone,
+    RuntimeName,
     Setting,
     Text,
     Words,
 )
 
 Transport = Literal["shm", "queue"]
-# ASR_ENGINE chooses the runtime of a Paraformer model: funasr's PyTorch code, ONNX
-# Runtime, or OpenVINO for the streaming one (the rest on ONNX Runtime). Which engine a pool
-# runs follows from its model (workers.engines' registry).
-Engine = Literal["paraformer", "paraformer-onnx", "paraformer-openvino"]
 # How a worker holds a step open for more chunks (workers.worker.batching).
 BatchHold = Literal["due", "wait"]
 TRANSPORTS: tuple[Transport, ...] = ("shm", "queue")
 BATCH_HOLDS: tuple[BatchHold, ...] = ("due", "wait")
-ENGINES: tuple[Engine, ...] = ("paraformer", "paraformer-onnx", "paraformer-openvino")
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 DEFAULT_MODEL = "paraformer-zh-streaming"
 
@@ -335,16 +332,25 @@ MAX_SESSIONS_PER_CLIENT = Setting(
     "live sessions per client address (`0`: no cap); the next closes with 1008",
 )
 
-# Engines (PoolSettings).
+# Runtimes and engines (PoolSettings).
+RUNTIME = Setting(
+    "ASR_RUNTIME",
+    RuntimeName(),
+    "torch",
+    "how the models run, every pool's unless its own says otherwise: `torch` (funasr's"
+    " PyTorch code), `onnx` (ONNX Runtime, batched steps, on an export made once at"
+    " start-up: the streaming and offline Paraformers, SenseVoice, the FSMN-VAD and the"
+    " punctuation; SeACo, BiCif and CAM++ stay on PyTorch) or `openvino` (the streaming"
+    " Paraformer's export under OpenVINO on the CPU, `pip install openvino`; the rest as"
+    " `onnx`). Each model kind's engine per runtime: `workers/engines/kinds.py`",
+)
 ENGINE = Setting(
     "ASR_ENGINE",
-    Choice(ENGINES),
-    "paraformer",
-    "`paraformer` (PyTorch, funasr's code) or `paraformer-onnx` (ONNX Runtime, batched steps;"
-    " exported once at start-up), for every pool: the streaming and offline Paraformers,"
-    " the FSMN-VAD and the punctuation (a model with no ONNX engine stays on PyTorch);"
-    " `paraformer-openvino`: the streaming Paraformer's export under OpenVINO on the CPU"
-    " (`pip install openvino`), the other models as `paraformer-onnx`",
+    OrNone(EngineOrRuntime()),
+    None,
+    "a user's engine class by import path (`package.module:Class`, docs/adding-a-model.md),"
+    " which serves the model instead of its kind's; the old name of `ASR_RUNTIME` where it"
+    " holds a runtime's old name (`paraformer`, `paraformer-onnx`, `paraformer-openvino`)",
 )
 ONNX_PRECISION = Setting(
     "ASR_ONNX_PRECISION",
@@ -447,12 +453,16 @@ OFFLINE_BATCH_WAIT_MS = Setting(
     0.05,
     "how long an offline worker holds a step open for more utterances ending",
 )
-OFFLINE_ENGINE = Setting(
-    "ASR_OFFLINE_ENGINE",
-    OrNone(Choice(ENGINES)),
+OFFLINE_RUNTIME = Setting(
+    "ASR_OFFLINE_RUNTIME",
+    OrNone(RuntimeName()),
     None,
-    "the offline pool's runtime, where it should differ from the streaming pool's",
-    shown="`ASR_ENGINE`",
+    "the offline pool's runtime, where it should differ from the streaming pool's"
+    " (`ASR_OFFLINE_ENGINE`: its old name)",
+    shown="`ASR_RUNTIME`",
+)
+OFFLINE_ENGINE = Setting(  # the old name of ASR_OFFLINE_RUNTIME
+    "ASR_OFFLINE_ENGINE", OrNone(RuntimeName()), None, "the old name of `ASR_OFFLINE_RUNTIME`"
 )
 OFFLINE_NICE = Setting(
     "ASR_OFFLINE_NICE",
@@ -471,13 +481,16 @@ VAD_MODEL = Setting(
 VAD_DEVICES = Setting(
     "ASR_VAD_DEVICES", DEVICES_LIST, ("cpu",), "devices of the VAD pool, one worker each"
 )
-VAD_ENGINE = Setting(
-    "ASR_VAD_ENGINE",
-    OrNone(Choice(ENGINES)),
+VAD_RUNTIME = Setting(
+    "ASR_VAD_RUNTIME",
+    OrNone(RuntimeName()),
     None,
-    "the VAD pool's runtime (`paraformer-onnx`: the vectorised FSMN-VAD), where it should"
-    " differ from the streaming pool's",
-    shown="`ASR_ENGINE`",
+    "the VAD pool's runtime (`onnx`: the vectorised FSMN-VAD), where it should differ from"
+    " the streaming pool's (`ASR_VAD_ENGINE`: its old name)",
+    shown="`ASR_RUNTIME`",
+)
+VAD_ENGINE = Setting(  # the old name of ASR_VAD_RUNTIME
+    "ASR_VAD_ENGINE", OrNone(RuntimeName()), None, "the old name of `ASR_VAD_RUNTIME`"
 )
 PUNC_MODEL = Setting(
     "ASR_PUNC_MODEL",
@@ -559,6 +572,7 @@ PER_MODEL: tuple[Setting[Any], ...] = (
     WORKER_STEP_TIMEOUT,
     WORKER_STEP_SECONDS_PER_AUDIO_SECOND,
     UNHEALTHY_AFTER,
+    RUNTIME,
     ENGINE,
     ONNX_PRECISION,
     BATCH_HOLD,
@@ -611,6 +625,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     API_KEYS,
     ALLOWED_ORIGINS,
     MAX_SESSIONS_PER_CLIENT,
+    RUNTIME,
     ENGINE,
     ONNX_PRECISION,
     BATCH_HOLD,
@@ -626,10 +641,12 @@ SETTINGS: tuple[Setting[Any], ...] = (
     OFFLINE_MODEL,
     OFFLINE_DEVICES,
     OFFLINE_BATCH_WAIT_MS,
+    OFFLINE_RUNTIME,
     OFFLINE_ENGINE,
     OFFLINE_NICE,
     VAD_MODEL,
     VAD_DEVICES,
+    VAD_RUNTIME,
     VAD_ENGINE,
     PUNC_MODEL,
     SPEAKER_MODEL,

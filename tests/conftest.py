@@ -91,7 +91,7 @@ def tiny_punc_model(model_cache: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_timestamp_model(model_cache: Path) -> Path:
     """A tiny random-weight BiCifParaformer: an offline model that predicts token times."""
-    from workers.models.synthetic import build_model_dir
+    from workers.models.synthetic.paraformer import build_model_dir
 
     return build_model_dir(model_cache / "synthetic-bicif-tiny", "offline", "tiny", timestamps=True)
 

@@ -28,7 +28,7 @@ def model_step(args: argparse.Namespace) -> StepRecord:
     status: Status = "ok"
     note = ""
     if args.export:
-        from workers.models.export import export
+        from workers.models.export.paraformer import export
 
         began = time.monotonic()
         command += f" && {PYTHON} -m workers.models.export {path}"
@@ -91,10 +91,10 @@ def fidelity_step(args: argparse.Namespace) -> StepRecord:
         f" --engine {args.engine} --precision {args.precision} --streams {args.streams}"
     )
     if args.engine == "paraformer-onnx":
-        from workers.engines.paraformer_onnx import ParaformerOnnxEngine
+        from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
 
         if args.precision == "int8":
-            from workers.models.export import export
+            from workers.models.export.paraformer import export
 
             began = time.monotonic()
             export(model_dir, int8=True)
@@ -128,11 +128,10 @@ def fidelity_step(args: argparse.Namespace) -> StepRecord:
     else:
         from dataclasses import replace
 
-        from shared.engines import EngineName
         from shared.messages import EngineSpec
-        from workers.engines.paraformer import ParaformerStreamingEngine
+        from workers.engines.paraformer.streaming import ParaformerStreamingEngine
 
-        spec = EngineSpec(EngineName.PARAFORMER, "cpu", str(model_dir), threads=args.threads)
+        spec = EngineSpec("paraformer", "cpu", str(model_dir), threads=args.threads)
         cpu_engine = ParaformerStreamingEngine.load(spec)
         device_engine = ParaformerStreamingEngine.load(replace(spec, device=args.device))
         data["provider"] = f"torch {args.device}"

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shared.engines import Role
 from shared.settings import PoolSettings
 from workers.models.resolve import resolve_model
 
@@ -47,7 +48,7 @@ class _NoSpeakerVerification:
 def model_dirs(size: str) -> dict[str, Path]:
     cache = PoolSettings().model_cache_dir
     dirs: dict[str, Path] = {}
-    for kind in ("streaming", "offline", "vad", "punc"):
+    for kind in (Role.STREAMING, Role.OFFLINE, Role.VAD, Role.PUNCTUATION):
         resolved = resolve_model(f"synthetic:{size}", cache, kind)
         assert resolved.model_dir is not None
         dirs[kind] = Path(resolved.model_dir)

@@ -37,7 +37,7 @@ from bench.load import ws_load
 from bench.load.ws_stream import StreamRecord
 from shared.gc_tuning import latency_tuned_gc
 from shared.settings_table import MODEL_CACHE
-from workers.models.synthetic_base import ModelSize
+from workers.models.synthetic.base import ModelSize
 
 READY_TIMEOUT_S = 1200.0  # the first run builds and exports the large models
 
@@ -68,7 +68,7 @@ class Point:
 
 def model_dirs(cache: Path, size: ModelSize) -> dict[str, Path]:
     """The two models, built into the cache once."""
-    from workers.models.synthetic import build_model_dir
+    from workers.models.synthetic.paraformer import build_model_dir
 
     dirs = {}
     # c shares a's characters: the large vocabulary fits the CJK block twice only.

@@ -20,22 +20,20 @@ import time
 import torch
 
 from bench.common.audio import speech_and_pauses
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
-from workers.engines.fsmn_vad import FsmnVadEngine
-from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.engines.fsmn_vad.engine import FsmnVadEngine
+from workers.engines.paraformer.offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
 
 PIECE = 960  # 60 ms
 
 
 def vad_cost(model: str, cache: str, streams: int, seconds: float) -> None:
-    resolved = resolve_model(model, cache, "vad")
-    engine = FsmnVadEngine.load(
-        EngineSpec(engine=EngineName.FSMN_VAD, model_dir=resolved.model_dir)
-    )
+    resolved = resolve_model(model, cache, Role.VAD)
+    engine = FsmnVadEngine.load(EngineSpec(engine="fsmn-vad", model_dir=resolved.model_dir))
     audio = [speech_and_pauses(seconds, seed) for seed in range(streams)]
     for stream in range(streams):
         engine.open_stream(stream, StreamOptions())
@@ -58,13 +56,11 @@ def vad_cost(model: str, cache: str, streams: int, seconds: float) -> None:
 
 
 def punc_cost(offline: str, punc: str, cache: str, clips: int, seconds: float) -> None:
-    model = resolve_model(offline, cache, "offline").model_dir
-    punc_dir = resolve_model(punc, cache, "punc").model_dir
-    plain = ParaformerOfflineEngine.load(
-        EngineSpec(engine=EngineName.PARAFORMER_OFFLINE, model_dir=model)
-    )
+    model = resolve_model(offline, cache, Role.OFFLINE).model_dir
+    punc_dir = resolve_model(punc, cache, Role.PUNCTUATION).model_dir
+    plain = ParaformerOfflineEngine.load(EngineSpec(engine="paraformer-offline", model_dir=model))
     with_punc = ParaformerOfflineEngine.load(
-        EngineSpec(engine=EngineName.PARAFORMER_OFFLINE, model_dir=model, punc_model_dir=punc_dir)
+        EngineSpec(engine="paraformer-offline", model_dir=model, punc_model_dir=punc_dir)
     )
     audio = [speech_and_pauses(seconds, 100 + i) for i in range(clips)]
     times: dict[str, list[float]] = {"plain": [], "punctuated": []}

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.common.audio import clips
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.engines.paraformer.offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
 
 
@@ -67,11 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, "offline")
+    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, Role.OFFLINE)
     assert resolved.model_dir is not None
-    spec = EngineSpec(
-        EngineName.PARAFORMER_OFFLINE, model_dir=resolved.model_dir, threads=args.threads
-    )
+    spec = EngineSpec("paraformer-offline", model_dir=resolved.model_dir, threads=args.threads)
     engine = ParaformerOfflineEngine.load(spec)
     audio = clips(args.clips, args.seconds, mixed=False)
     print(

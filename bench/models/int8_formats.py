@@ -4,7 +4,7 @@ exported today) against QDQ form, in the same run.
     python -m bench.models.int8_formats --model synthetic:large --streams 8 --seconds 20
 
 The QDQ graphs are quantized from the same fp32 export with the same calibration
-(``workers.models.export_common.quantize_matmuls(qdq=True)``) into a copy of the model
+(``workers.models.export.common.quantize_matmuls(qdq=True)``) into a copy of the model
 directory (links to its files), so both runs load the same weights through the same
 engine; then ``bench.models.raw_ceiling`` drives each, alternating, ``--repeat`` times.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from bench.common.report import header, row
 from bench.models.raw_ceiling import measure
 from shared.settings import PoolSettings
-from workers.engines.onnx_files import EXPORT_DIR_NAME, OnnxFiles
-from workers.models.export import _calibration_feeds
-from workers.models.export_common import quantize_matmuls
+from workers.engines.runtime.onnx_files import EXPORT_DIR_NAME, OnnxFiles
+from workers.models.export.common import quantize_matmuls
+from workers.models.export.paraformer import _calibration_feeds
 from workers.models.resolve import resolve_model
 
 ONNX_LOOK_BACK = (0, 0)  # the ONNX engine's encoder and decoder look-back, as raw_ceiling's

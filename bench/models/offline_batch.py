@@ -17,11 +17,11 @@ import time
 import numpy as np
 
 from bench.common.audio import clips
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.engines.paraformer.offline import ParaformerOfflineEngine
 from workers.models.resolve import resolve_model
 
 
@@ -47,10 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, "offline")
-    spec = EngineSpec(
-        EngineName.PARAFORMER_OFFLINE, model_dir=resolved.model_dir, threads=args.threads
-    )
+    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, Role.OFFLINE)
+    spec = EngineSpec("paraformer-offline", model_dir=resolved.model_dir, threads=args.threads)
     engine = ParaformerOfflineEngine.load(spec)
     batches = [int(b) for b in args.batches.split(",")]
     print(f"{args.model} (offline), {args.clips} clips, {args.threads} thread(s)")

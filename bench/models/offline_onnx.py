@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.common import procfs
 from bench.common.audio import clips
-from shared.engines import Precision
+from shared.engines import Precision, Role
 
 RUNTIMES: dict[str, tuple[str, Precision]] = {
     "pytorch": ("paraformer-offline", "fp32"),
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from shared.settings import PoolSettings
     from workers.models.resolve import resolve_model
 
-    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, "offline")
+    resolved = resolve_model(args.model, PoolSettings().model_cache_dir, Role.OFFLINE)
     assert resolved.model_dir is not None
     runtimes = args.runtimes.split(",")
     if any(r.startswith("onnx") for r in runtimes):

@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.common.audio import chunks_of_tone
-from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer import ParaformerStreamingEngine
-from workers.engines.paraformer_onnx import ParaformerOnnxEngine
+from workers.engines.paraformer.streaming import ParaformerStreamingEngine
+from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
 from workers.models.resolve import resolve_model
 
 CHUNK = 9600
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = ParaformerOnnxEngine(model_dir, "fp32", "cpu", 1)
     int8 = ParaformerOnnxEngine(model_dir, "int8", "cpu", 1)
     torch_engine = ParaformerStreamingEngine.load(
-        EngineSpec(EngineName.PARAFORMER, model_dir=str(model_dir))
+        EngineSpec("paraformer", model_dir=str(model_dir))
     )
     reference = [alone(torch_engine, a, s) for s, a in enumerate(audios)]
     fp32_alone = [alone(fp32, a, s) for s, a in enumerate(audios)]

@@ -1,5 +1,5 @@
 """What punctuating one offline result costs: funasr's PyTorch CT-Transformer against the
-ONNX punctuator (``workers.engines.punctuation``), per text and in memory.
+ONNX punctuator (``workers.engines.punctuation.ct_transformer``), per text and in memory.
 
 Each runtime runs in a process of its own (as a worker would hold it), on ``--threads``
 threads: it loads the model, punctuates ``--texts`` texts of each ``--chars`` length one
@@ -9,7 +9,7 @@ and its peak. The parent checks that both runtimes wrote the same texts.
 
     python -m bench.models.punc_step --punc synthetic:large --texts 40 --chars 20 --chars 60
 
-The ONNX export (``workers.models.export_punc``) is made first where it is not up to date,
+The ONNX export (``workers.models.export.punctuation``) is made first where it is not up to date,
 in a process of its own, and its time reported.
 """
 
@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import procfs
-from workers.engines.onnx_files import punc_up_to_date
-from workers.models.synthetic_base import LARGE_VOCAB, build_tokens
+from shared.engines import Role
+from workers.engines.runtime.onnx_files import punc_up_to_date
+from workers.models.synthetic.base import LARGE_VOCAB, build_tokens
 
 RUNTIMES = ("pytorch", "onnx")
 
@@ -42,7 +43,7 @@ def texts_of(chars: int, count: int) -> list[str]:
 
 def child(runtime: str, model_dir: str, threads: int, count: int, lengths: list[int]) -> None:
     """One runtime's measurements, as one JSON line on stdout."""
-    from workers.engines.punctuation import load_punctuator
+    from workers.engines.punctuation.ct_transformer import load_punctuator
 
     started = time.perf_counter()
     punctuator = load_punctuator(model_dir, "cpu", threads, onnx=runtime == "onnx")
@@ -113,11 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     from shared.settings import PoolSettings
     from workers.models.resolve import resolve_model
 
-    model_dir = resolve_model(args.punc, PoolSettings().model_cache_dir, "punc").model_dir
+    model_dir = resolve_model(args.punc, PoolSettings().model_cache_dir, Role.PUNCTUATION).model_dir
     assert model_dir is not None
     if not punc_up_to_date(Path(model_dir)):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "workers.models.export_punc", model_dir], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "workers.models.export.punctuation", model_dir], check=True
+        )
         print(f"export: {time.perf_counter() - started:.1f} s")
     reports = {runtime: run_child(runtime, model_dir, args) for runtime in RUNTIMES}
     print(f"\n{args.punc} ({model_dir}), {args.threads} thread(s), {args.texts} texts per length")

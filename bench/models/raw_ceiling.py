@@ -31,10 +31,10 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 
 from bench.common import procfs
-from shared.engines import Precision
+from shared.engines import RUNTIME_ALIASES, RUNTIMES, Precision
+from shared.env import RuntimeName
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
-from shared.settings_table import ENGINES
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
 from workers.models.resolve import resolve_model
@@ -108,7 +108,7 @@ def engine_spec(
     from workers.pool.prepare import ensure_engine_export
 
     resolved = resolve_model(model, PoolSettings().model_cache_dir)
-    engine = select_engine(resolved.engine, runtime)  # checksum stays checksum
+    engine = select_engine(resolved.kind, RuntimeName().parse(runtime))  # checksum stays
     asyncio.run(ensure_engine_export(engine, resolved.model_dir, precision))
     return EngineSpec(engine, device, resolved.model_dir, threads=threads, precision=precision)
 
@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine",
         default="paraformer",
-        help=f"one of {', '.join(ENGINES)}, or several, comma-separated, measured in turns",
+        help=f"a runtime ({', '.join(RUNTIMES)}; or its old name: {', '.join(RUNTIME_ALIASES)}),"
+        " or several, comma-separated, measured in turns",
     )
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     parser.add_argument(
@@ -190,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     engines = args.engine.split(",")
-    if unknown := set(engines) - set(ENGINES):
-        parser.error(f"unknown engine {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    if unknown := set(engines) - set(RUNTIMES) - set(RUNTIME_ALIASES):
+        parser.error(f"unknown runtime {', '.join(sorted(unknown))}; known: {', '.join(RUNTIMES)}")
     a, b, c = (int(v) for v in args.chunk_size.split(","))
     chunk_size = (a, b, c)
     runs = []
@@ -235,7 +236,7 @@ def look_back_of(runtime: str, given: str | None = None) -> tuple[int, int]:
     """The encoder and decoder look-back to measure ``runtime`` at: ``given`` ("4,1"), else
     what it decodes with (the ONNX graphs carry no look-back; PyTorch's default is 4,1)."""
     if given is None:
-        return (4, 1) if runtime == "paraformer" else (0, 0)
+        return (4, 1) if RuntimeName().parse(runtime) == "torch" else (0, 0)
     encoder, decoder = (int(v) for v in given.split(","))
     return encoder, decoder
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from bench.common.report import header, row
-from workers.engines.onnx_files import OnnxFiles
+from workers.engines.runtime.onnx_files import OnnxFiles
 from workers.models.resolve import resolve_model
 
 Run = Callable[[], Any]
@@ -143,7 +143,7 @@ def variants(
 ) -> list[str]:
     import onnxruntime as ort
 
-    from workers.models.export_common import quantize_matmuls
+    from workers.models.export.common import quantize_matmuls
 
     files = OnnxFiles.of(model_dir, "fp32")
     rows = feeds["speech"].shape[0]
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import asyncio
 
-    from workers.models.export import _calibration_feeds
+    from workers.models.export.paraformer import _calibration_feeds
     from workers.pool.prepare import ensure_onnx_export
 
     model_dir = resolve_model(args.model, args.cache).model_dir

@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.common.report import header, row
 from shared.settings import PoolSettings
-from workers.engines.paraformer import load_automodel
+from workers.engines.paraformer.streaming import load_automodel
 from workers.models.resolve import ensure_synthetic
 
 RATE = 16000
@@ -126,20 +126,19 @@ def engine_rows(model_dir: Path, repeats: int, threads: int) -> list[str]:
     """The two engines as a worker runs them (frontend, model, decode, tags): ``sensevoice``
     (PyTorch) against ``sensevoice-onnx`` (the export above, written where the pool keeps
     it), the same utterances."""
-    from shared.engines import EngineName
     from shared.messages import EngineSpec, StreamOptions
     from workers.engines.base import ChunkItem
-    from workers.engines.sensevoice import SenseVoiceEngine
-    from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
-    from workers.models.export_offline import export_offline
+    from workers.engines.sensevoice.engine import SenseVoiceEngine
+    from workers.engines.sensevoice.onnx_engine import SenseVoiceOnnxEngine
+    from workers.models.export.offline import export_offline
 
     export_offline(model_dir, threads=threads)
     engines = {
         "sensevoice (PyTorch)": SenseVoiceEngine.load(
-            EngineSpec(EngineName.SENSEVOICE, model_dir=str(model_dir), threads=threads)
+            EngineSpec("sensevoice", model_dir=str(model_dir), threads=threads)
         ),
         "sensevoice-onnx": SenseVoiceOnnxEngine.load(
-            EngineSpec(EngineName.SENSEVOICE_ONNX, model_dir=str(model_dir), threads=threads)
+            EngineSpec("sensevoice-onnx", model_dir=str(model_dir), threads=threads)
         ),
     }
     lines = header("engine", "utterances per step", "seconds each", "ms per utterance")

@@ -6,7 +6,7 @@ Three kinds of audio (noise, a modulated tone, stepped noise) of 1, 3 and 5 s, e
 in every language (``auto`` and the five) with and without ITN: 108 decodes. A decode counts
 when its text starts with the language asked for (``auto``: ``AUTO_DETECTS``), ``NEUTRAL``,
 ``Speech`` and the text-norm tag asked for, in that order, as the trained model writes them
-(``workers.models.synthetic_sensevoice``). Also: how many tags the text after them holds
+(``workers.models.synthetic.sensevoice``). Also: how many tags the text after them holds
 (the engine takes every tag out of the text either way).
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from shared.settings import PoolSettings
-from workers.engines.paraformer import load_automodel
+from workers.engines.paraformer.streaming import load_automodel
 from workers.models.resolve import ensure_synthetic
-from workers.models.synthetic_sensevoice import AUTO_DETECTS
+from workers.models.synthetic.sensevoice import AUTO_DETECTS
 
 LANGUAGES = ("auto", "zh", "en", "yue", "ja", "ko")
 

@@ -3,7 +3,7 @@ them, and the labelling of its sentences as the gateway does it.
 
     python -m bench.models.speaker_cost --minutes 60 --threads 2
 
-The file is synthetic: three voices (``workers.models.synthetic_voices``) taking turns of
+The file is synthetic: three voices (``workers.models.synthetic.voices``) taking turns of
 ``--turn-s`` seconds, 1 s apart, for ``--minutes``; its speech regions are the turns (the
 VAD's part costs about 3 % of the audio in CPU and is left out). CAM++ is the synthetic
 build of the real architecture (6.8 M parameters: the compute is the real model's). The
@@ -26,13 +26,12 @@ import numpy as np
 
 from bench.common.report import header, row
 from gateway.funasr.speaker_labels import sentence_speakers
-from shared.engines import EngineName
 from shared.messages import EngineSpec, SpeakerTurn
-from workers.engines.campplus import EMBEDDING_BATCH, CamppEngine
-from workers.engines.funasr_quiet import quiet_funasr
-from workers.engines.paraformer import to_float
+from workers.engines.campplus.engine import EMBEDDING_BATCH, CamppEngine
+from workers.engines.paraformer.streaming import to_float
+from workers.engines.runtime.funasr_quiet import quiet_funasr
 from workers.models.resolve import ensure_synthetic
-from workers.models.synthetic_voices import HIGH, LOW, Voice, conversation
+from workers.models.synthetic.voices import HIGH, LOW, Voice, conversation
 
 VOICES = (LOW, HIGH, Voice(170.0, 1.5))
 
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as cache:
         model = ensure_synthetic(Path(cache), "campplus", "tiny")
         engine = CamppEngine.load(
-            EngineSpec(EngineName.CAMPPLUS, model_dir=str(model), threads=args.threads)
+            EngineSpec("campplus", model_dir=str(model), threads=args.threads)
         )
         turns_wanted = int(args.minutes * 60 // (args.turn_s + 1.0))
         plan = [(VOICES[i % len(VOICES)], args.turn_s) for i in range(turns_wanted)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.common.audio import speech_and_pauses
-from shared.engines import EngineName
+from shared.engines import EngineName, Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines import load_engine
@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="audio per stream")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    model_dir = resolve_model(args.model, PoolSettings().model_cache_dir, "vad").model_dir
+    model_dir = resolve_model(args.model, PoolSettings().model_cache_dir, Role.VAD).model_dir
     engines = {
         name: load_engine(EngineSpec(engine=name, model_dir=model_dir, threads=1))
-        for name in (EngineName.FSMN_VAD, EngineName.FSMN_VAD_ONNX)
+        for name in ("fsmn-vad", "fsmn-vad-onnx")
     }
     print(f"model {args.model}; {args.seconds:g} s per stream, in 60 ms pieces; one thread")
     print(
@@ -90,12 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             name: statistics.median(r.cpu_s for r in done) * 1000 / streams / (args.seconds / PER)
             for name, done in runs.items()
         }
-        onnx = runs[EngineName.FSMN_VAD_ONNX]
+        onnx = runs["fsmn-vad-onnx"]
         step_ms = statistics.median(r.wall_s / r.steps for r in onnx) * 1000
-        same = all(
-            a.segments == b.segments for a, b in zip(runs[EngineName.FSMN_VAD], onnx, strict=True)
-        )
-        torch_ms, onnx_ms = per_stream[EngineName.FSMN_VAD], per_stream[EngineName.FSMN_VAD_ONNX]
+        same = all(a.segments == b.segments for a, b in zip(runs["fsmn-vad"], onnx, strict=True))
+        torch_ms, onnx_ms = per_stream["fsmn-vad"], per_stream["fsmn-vad-onnx"]
         print(
             f"| {streams} | {torch_ms:.2f} | {onnx_ms:.2f} | {torch_ms / onnx_ms:.1f}x"
             f" | {step_ms:.2f} | {'yes' if same else 'NO'} |"

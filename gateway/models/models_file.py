@@ -29,15 +29,14 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Literal
 
 from gateway.models.devices import cuda_device_count, missing_device
 from gateway.models.table import NAME_PATTERN, ModelChoice, ModelTable, PoolEntry
 from shared import settings_table as table
-from shared.settings import PoolSettings, speaker_pool_settings
+from shared.engines import Role
+from shared.settings import PoolSettings, companion_runtime, speaker_pool_settings
 
-Role = Literal["streaming", "offline", "vad", "punc", "speaker"]
-COMPANIONS: tuple[Role, ...] = ("offline", "vad", "punc", "speaker")
+COMPANIONS: tuple[Role, ...] = (Role.OFFLINE, Role.VAD, Role.PUNCTUATION, Role.SPEAKER)
 KEYS = {setting.name[4:].lower(): setting for setting in table.PER_MODEL}
 # Set by the file's entries, never by the environment beside it.
 REPLACED = (
@@ -102,10 +101,10 @@ def models_table(
         ModelChoice(
             name,
             pools[name],
-            _companion(entries[name], "offline", pools),
-            _companion(entries[name], "vad", pools),
+            _companion(entries[name], Role.OFFLINE, pools),
+            _companion(entries[name], Role.VAD, pools),
             _max_sessions(name, entries[name]),
-            _companion(entries[name], "speaker", pools),
+            _companion(entries[name], Role.SPEAKER, pools),
         )
         for name in sorted(entries, key=lambda name: name != default)
         if roles[name] == "streaming"
@@ -116,7 +115,7 @@ def models_table(
 
 def _roles(entries: Mapping[str, dict[str, object]]) -> dict[str, Role]:
     """Each entry's role: a companion where another names it, else a served model."""
-    roles: dict[str, Role] = dict.fromkeys(entries, "streaming")
+    roles: dict[str, Role] = dict.fromkeys(entries, Role.STREAMING)
     named_by: dict[str, str] = {}
     for name, entry in entries.items():
         for role in COMPANIONS:
@@ -211,11 +210,13 @@ def _pool(
         )
         pool = replace(
             pool,
-            kind="offline",
+            kind=Role.OFFLINE,
             punc_model=None if punc is None else str(entries[punc]["model"]),
-            engine=pool.engine
-            if "engine" in given
-            else table.OFFLINE_ENGINE.read(env) or pool.engine,
+            runtime=pool.runtime
+            if given & {"runtime", "engine"}
+            else companion_runtime(env, table.OFFLINE_RUNTIME, table.OFFLINE_ENGINE)
+            or pool.runtime,
+            engine=_own_engine(pool, given),
             devices=pool.devices
             if "devices" in given
             else table.OFFLINE_DEVICES.read(env) or pool.devices,
@@ -232,8 +233,11 @@ def _pool(
     elif role == "vad":
         pool = replace(
             pool,
-            kind="vad",
-            engine=pool.engine if "engine" in given else table.VAD_ENGINE.read(env) or pool.engine,
+            kind=Role.VAD,
+            runtime=pool.runtime
+            if given & {"runtime", "engine"}
+            else companion_runtime(env, table.VAD_RUNTIME, table.VAD_ENGINE) or pool.runtime,
+            engine=_own_engine(pool, given),
             devices=pool.devices if "devices" in given else table.VAD_DEVICES.read(env),
             workers_per_device=pool.workers_per_device if "workers_per_device" in given else 1,
             batch_hold=pool.batch_hold if "batch_hold" in given else "wait",
@@ -241,7 +245,7 @@ def _pool(
         )
     elif role == "speaker":
         devices = pool.devices if "devices" in given else table.SPEAKER_DEVICES.read(env)
-        pool = speaker_pool_settings(pool, pool.model, devices)
+        pool = speaker_pool_settings(pool, pool.model, devices, _own_engine(pool, given))
     missing = missing_device(pool.devices, cuda_devices)
     if missing is not None:
         raise ModelsFileError(
@@ -249,6 +253,12 @@ def _pool(
             f" {cuda_devices} CUDA device{'' if cuda_devices == 1 else 's'})"
         )
     return pool
+
+
+def _own_engine(pool: PoolSettings, given: set[str]) -> str | None:
+    """A companion's engine: its entry's own, never the environment's ASR_ENGINE (which is
+    the streaming model's)."""
+    return pool.engine if "engine" in given else None
 
 
 def _as_variable(name: str, key: str, value: object) -> str:

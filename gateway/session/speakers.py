@@ -2,7 +2,7 @@
 
 funasr's ``generate(spk_model=...)`` is the reference: the speech regions its FSMN-VAD
 finds are what CAM++ embeds (in 1.5 s windows), the clustered windows become speaker turns
-(the speaker pool's worker does that: ``workers.engines.campplus``), and each sentence
+(the speaker pool's worker does that: ``workers.engines.campplus.engine``), and each sentence
 gets the speaker whose turns overlap it most (``distribute_spk``, here as
 :func:`sentence_speakers`). funasr-server's own ``spk=true`` embeds each output segment
 instead of the VAD's regions; we follow ``generate``, which its native diarization and

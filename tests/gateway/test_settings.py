@@ -7,7 +7,20 @@ from typing import Any
 import pytest
 
 from gateway.settings import GatewaySettings
-from shared.env import Choice, Devices, Flag, Integer, Kind, Level, Number, OrNone, Text, Words
+from shared.env import (
+    Choice,
+    Devices,
+    EngineOrRuntime,
+    Flag,
+    Integer,
+    Kind,
+    Level,
+    Number,
+    OrNone,
+    RuntimeName,
+    Text,
+    Words,
+)
 from shared.settings import PoolSettings
 from shared.settings_table import SETTINGS
 
@@ -174,7 +187,8 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
         frozenset({"https://a.example", "https://b.example:8443"}),
     ),
     "ASR_MAX_SESSIONS_PER_CLIENT": ("2", lambda s: s.access.max_sessions_per_client, 2),
-    "ASR_ENGINE": ("paraformer-onnx", lambda s: s.pool.engine, "paraformer-onnx"),
+    "ASR_RUNTIME": ("onnx", lambda s: s.pool.runtime, "onnx"),
+    "ASR_ENGINE": ("pkg.engines:Mine", lambda s: s.pool.engine, "pkg.engines:Mine"),
     "ASR_ONNX_PRECISION": ("int8", lambda s: s.pool.onnx_precision, "int8"),
     "ASR_BATCH_HOLD": ("due", lambda s: s.pool.batch_hold, "due"),
     "ASR_BATCH_WAIT_MS": ("5", lambda s: s.pool.batch_wait_s, 0.005),
@@ -197,11 +211,13 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_OFFLINE_MODEL": ("paraformer", lambda s: _offline(s).model, "paraformer"),
     "ASR_OFFLINE_DEVICES": ("cuda:1", lambda s: _offline(s).devices, ("cuda:1",)),
     "ASR_OFFLINE_BATCH_WAIT_MS": ("20", lambda s: _offline(s).batch_wait_s, 0.02),
-    "ASR_OFFLINE_ENGINE": ("paraformer-onnx", lambda s: _offline(s).engine, "paraformer-onnx"),
+    "ASR_OFFLINE_RUNTIME": ("onnx", lambda s: _offline(s).runtime, "onnx"),
+    "ASR_OFFLINE_ENGINE": ("paraformer-onnx", lambda s: _offline(s).runtime, "onnx"),
     "ASR_OFFLINE_NICE": ("5", lambda s: _offline(s).worker_nice, 5),
     "ASR_VAD_MODEL": ("fsmn-vad", lambda s: _vad(s).model, "fsmn-vad"),
     "ASR_VAD_DEVICES": ("cuda:0", lambda s: _vad(s).devices, ("cuda:0",)),
-    "ASR_VAD_ENGINE": ("paraformer-onnx", lambda s: _vad(s).engine, "paraformer-onnx"),
+    "ASR_VAD_RUNTIME": ("onnx", lambda s: _vad(s).runtime, "onnx"),
+    "ASR_VAD_ENGINE": ("paraformer-onnx", lambda s: _vad(s).runtime, "onnx"),
     "ASR_PUNC_MODEL": ("ct-punc", lambda s: _offline(s).punc_model, "ct-punc"),
     "ASR_SPEAKER_MODEL": ("cam++", lambda s: _speaker(s).model, "cam++"),
     "ASR_SPEAKER_DEVICES": ("cuda:0", lambda s: _speaker(s).devices, ("cuda:0",)),
@@ -242,6 +258,10 @@ def _bad_values(kind: Kind[Any]) -> list[str]:
         return ["tpu", ","]
     if isinstance(kind, Text):
         return [""]
+    if isinstance(kind, RuntimeName):
+        return ["tensorflow", "paraformer-offline", ""]
+    if isinstance(kind, EngineOrRuntime):
+        return ["paraformer-tensorflow", "pkg.engines:", ":Engine", "pkg engines:Mine"]
     assert isinstance(kind, Words)
     return []
 
@@ -273,15 +293,41 @@ def test_a_speaker_model_needs_a_vad_and_runs_one_pytorch_worker_per_device() ->
         "ASR_WORKERS_PER_DEVICE": "3",
     }
     speaker = _speaker(GatewaySettings.from_env(env))
-    assert (speaker.kind, speaker.engine, speaker.workers_per_device) == (
-        "speaker",
-        "paraformer",
-        1,
-    )
+    assert (speaker.kind, speaker.runtime, speaker.workers_per_device) == ("speaker", "torch", 1)
     assert speaker.devices == ("cpu",)
     choice = GatewaySettings.from_env(env).model_table.default_choice
     assert choice.speaker is not None
     assert choice.speaker.settings == speaker
+
+
+@pytest.mark.parametrize("old", ["paraformer-onnx", "onnx"])
+def test_asr_engine_is_the_old_name_of_asr_runtime(old: str) -> None:
+    env = {"ASR_ENGINE": old, "ASR_OFFLINE_MODEL": "paraformer", "ASR_VAD_MODEL": "fsmn-vad"}
+    settings = GatewaySettings.from_env(env)
+    assert (settings.pool.runtime, settings.pool.engine) == ("onnx", None)
+    assert (_offline(settings).runtime, _vad(settings).runtime) == ("onnx", "onnx")
+    both = GatewaySettings.from_env({**env, "ASR_RUNTIME": "onnx"})
+    assert both.pool.runtime == "onnx"
+    with pytest.raises(ValueError, match="ASR_ENGINE is the old name of ASR_RUNTIME"):
+        GatewaySettings.from_env({**env, "ASR_RUNTIME": "torch"})
+    with pytest.raises(ValueError, match="ASR_OFFLINE_ENGINE is the old name"):
+        GatewaySettings.from_env(
+            {**env, "ASR_OFFLINE_ENGINE": "paraformer", "ASR_OFFLINE_RUNTIME": "onnx"}
+        )
+
+
+def test_a_users_engine_serves_the_streaming_model_alone() -> None:
+    env = {
+        "ASR_ENGINE": "pkg.engines:Mine",
+        "ASR_RUNTIME": "onnx",
+        "ASR_OFFLINE_MODEL": "paraformer",
+        "ASR_VAD_MODEL": "fsmn-vad",
+        "ASR_SPEAKER_MODEL": "cam++",
+    }
+    settings = GatewaySettings.from_env(env)
+    assert (settings.pool.engine, settings.pool.runtime) == ("pkg.engines:Mine", "onnx")
+    companions = (_offline(settings), _vad(settings), _speaker(settings))
+    assert [pool.engine for pool in companions] == [None, None, None]
 
 
 def test_the_offline_and_vad_pools_hold_by_the_wait_whatever_the_streaming_pool_does() -> None:

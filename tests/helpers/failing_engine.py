@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
-from workers.engines.checksum import ChecksumEngine
+from workers.engines.checksum.engine import ChecksumEngine
 
 FAIL_STEP = np.array([-32768, 32767, -32768, 1], dtype=np.int16)
 CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)

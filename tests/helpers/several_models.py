@@ -20,8 +20,8 @@ import openai
 from bench.common.gateway import Gateway
 from gateway.client import ServerError, transcribe
 from tests.helpers.realtime_audio import COMPLETED
-from workers.engines.paraformer import load_automodel, to_float
-from workers.models.synthetic_base import CJK_FIRST, TINY_VOCAB
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.models.synthetic.base import CJK_FIRST, TINY_VOCAB
 
 CHUNK_SAMPLES = 9600  # chunk_size [5, 10, 5]: 600 ms
 TINY_CHARACTERS = TINY_VOCAB - 4

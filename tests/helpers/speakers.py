@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from workers.engines.funasr_quiet import quiet_funasr
-from workers.engines.paraformer import to_float
+from workers.engines.paraformer.streaming import to_float
+from workers.engines.runtime.funasr_quiet import quiet_funasr
 
 
 def funasr_sentence_info(

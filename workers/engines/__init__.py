@@ -1,109 +1,88 @@
-"""Engines: what a worker runs on the audio. The registry: an engine by its name.
+"""Engines: what a worker runs on the audio, by name.
 
-This is the one place that tells engines apart by name (``shared.engines.EngineName``);
-everything else reads what an engine does from its ``capabilities``.
+The names are the rows of ``workers.engines.kinds.ENGINES``, or a user's engine class named
+by import path (``package.module:Class``, as uvicorn names an app): both load the same way,
+in the worker, through the class's ``load(spec)``. Everything else reads what an engine
+does from its ``capabilities``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from pathlib import Path
 
-from shared.engines import EngineName
+from shared.engines import EngineName, Runtime
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
+from workers.engines.kinds import ENGINES, KindRow
 
 # Builds the engine a worker runs, in the worker process: :func:`load_engine`, unless the pool
 # is given another (a module-level function: it is pickled by name into spawned workers).
 EngineLoader = Callable[[EngineSpec], Engine]
 
 
+class EngineImportError(ValueError):
+    """An engine's import path that names no engine class: the message says which part."""
+
+
+def is_import_path(name: str) -> bool:
+    """Whether an engine name is a class's import path (a user's engine) rather than ours."""
+    return ":" in name
+
+
+def engine_class(name: EngineName) -> type[Engine]:
+    """The class an engine name (ours, or ``module:Class``) names; :class:`EngineImportError`
+    in one line when it names none, or a class that does not fit the engine interface."""
+    entry = name if is_import_path(name) else _entry_of(name)
+    module_name, _, attribute = entry.partition(":")
+    if not module_name or not attribute:
+        raise EngineImportError(f"engine {name!r}: write it as 'package.module:Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EngineImportError(f"engine {name!r}: cannot import {module_name!r} ({exc})") from None
+    found: object = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise EngineImportError(f"engine {name!r}: module {module_name!r} has no {attribute!r}")
+    missing = [
+        member
+        for member in ("load", "open_stream", "feed", "close_stream", "expire_idle")
+        if not callable(getattr(found, member, None))
+    ]
+    if not isinstance(found, type) or missing:
+        what = "is not a class" if not isinstance(found, type) else f"has no {', '.join(missing)}"
+        raise EngineImportError(
+            f"engine {name!r}: {attribute} {what} (the engine interface: docs/adding-a-model.md)"
+        )
+    return found
+
+
+def _entry_of(name: EngineName) -> str:
+    row = ENGINES.get(name)
+    if row is None:
+        known = ", ".join(ENGINES)
+        raise EngineImportError(f"unknown engine {name!r}; known: {known}, or 'module:Class'")
+    return row.entry
+
+
 def load_engine(spec: EngineSpec) -> Engine:
     """Build the engine ``spec`` names; loads its model (slow for real models)."""
-    match spec.engine:
-        case EngineName.CHECKSUM:
-            from workers.engines.checksum import ChecksumEngine
-
-            return ChecksumEngine.load(spec)
-        case EngineName.PARAFORMER:
-            from workers.engines.paraformer import ParaformerStreamingEngine
-
-            return ParaformerStreamingEngine.load(spec)
-        case EngineName.PARAFORMER_ONNX:
-            from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-
-            return ParaformerOnnxEngine.load(spec)
-        case EngineName.PARAFORMER_OPENVINO:
-            from workers.engines.paraformer_openvino import ParaformerOpenVinoEngine
-
-            return ParaformerOpenVinoEngine.load(spec)
-        case EngineName.PARAFORMER_OFFLINE:
-            from workers.engines.paraformer_offline import ParaformerOfflineEngine
-
-            return ParaformerOfflineEngine.load(spec)
-        case EngineName.PARAFORMER_OFFLINE_ONNX:
-            from workers.engines.paraformer_offline_onnx import ParaformerOfflineOnnxEngine
-
-            return ParaformerOfflineOnnxEngine.load(spec)
-        case EngineName.FSMN_VAD:
-            from workers.engines.fsmn_vad import FsmnVadEngine
-
-            return FsmnVadEngine.load(spec)
-        case EngineName.FSMN_VAD_ONNX:
-            from workers.engines.fsmn_vad_onnx import FsmnVadOnnxEngine
-
-            return FsmnVadOnnxEngine.load(spec)
-        case EngineName.SENSEVOICE:
-            from workers.engines.sensevoice import SenseVoiceEngine
-
-            return SenseVoiceEngine.load(spec)
-        case EngineName.SENSEVOICE_ONNX:
-            from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
-
-            return SenseVoiceOnnxEngine.load(spec)
-        case EngineName.CAMPPLUS:
-            from workers.engines.campplus import CamppEngine
-
-            return CamppEngine.load(spec)
-    known = ", ".join(EngineName)
-    raise ValueError(f"unknown engine {spec.engine!r}; known: {known}")
+    engine: Engine = engine_class(spec.engine).load(spec)  # type: ignore[attr-defined]
+    return engine
 
 
-def select_engine(
-    model_engine: EngineName, runtime: str, model_dir: str | None = None
-) -> EngineName:
-    """The engine that serves a model: the one its kind calls for, except that ``runtime``
-    (``ASR_ENGINE``) picks how a Paraformer runs, under PyTorch or ONNX Runtime.
-
-    ``paraformer-onnx`` puts a streaming Paraformer on ``paraformer-onnx`` and an offline one
-    on ``paraformer-offline-onnx``, unless its class is one the offline export does not carry
-    (SeACo's hotwords, BiCifParaformer's timestamps), which ``model_dir`` tells: such a
-    model, or one whose directory is not given, stays on ``paraformer-offline``. It puts
-    an FSMN-VAD on ``fsmn-vad-onnx``, torch-free as well, and SenseVoiceSmall on
-    ``sensevoice-onnx``. ``paraformer-openvino`` puts a streaming Paraformer on OpenVINO,
-    and every other model where ``paraformer-onnx`` does.
-    """
-    if runtime not in (EngineName.PARAFORMER_ONNX, EngineName.PARAFORMER_OPENVINO):
-        return model_engine
-    if model_engine is EngineName.PARAFORMER:
-        return EngineName(runtime)
-    if model_engine is EngineName.SENSEVOICE:
-        return EngineName.SENSEVOICE_ONNX  # funasr's own export, no torch in the worker
-    if model_engine is EngineName.FSMN_VAD:
-        return EngineName.FSMN_VAD_ONNX  # torch-free too: no export, all streams in one call
-    if model_engine is EngineName.PARAFORMER_OFFLINE and model_dir is not None:
-        from workers.engines.paraformer_offline_onnx import serves
-
-        if serves(Path(model_dir)):
-            return EngineName.PARAFORMER_OFFLINE_ONNX
-    return model_engine
+def select_engine(kind: KindRow, runtime: Runtime) -> EngineName:
+    """The engine that serves a model of ``kind`` under ``runtime`` (``ASR_RUNTIME``): its
+    own for that runtime, else the next in the runtime's line (``RUNTIME_FALLBACKS``)."""
+    engine = kind.engine(runtime)
+    if engine is None:
+        raise ValueError(f"a {kind.name} model is served inside another's engine, not alone")
+    return engine
 
 
 def needs_onnx_export(engine: EngineName) -> bool:
     """Whether the engine loads an ONNX export of the model (``workers.models.export``)."""
-    return engine in (
-        EngineName.PARAFORMER_ONNX,
-        EngineName.PARAFORMER_OPENVINO,
-        EngineName.PARAFORMER_OFFLINE_ONNX,
-        EngineName.SENSEVOICE_ONNX,
-    )
+    row = ENGINES.get(engine)
+    return row is not None and row.exported

@@ -1,11 +1,12 @@
-"""Resolve an ``ASR_MODEL`` value to an engine and a local model directory.
+"""Resolve a model setting's value to a model kind and a local model directory.
 
 ``checksum`` needs no model. ``synthetic:tiny`` / ``synthetic:large`` are built once into the
-model cache, as the kind of model asked for; ``synthetic-KIND:SIZE`` builds another kind of
-``workers.models.synthetic`` (``synthetic-seaco:tiny``: a SeACo-Paraformer, an offline model that
-takes hotwords). A local directory is used as it is. Anything else is a hub id: looked up in
-ModelScope's local cache, else downloaded; where the hub is unreachable we fail within
-seconds with one line naming the way out, rather than funasr's hub retries and a traceback.
+model cache, as the kind of model asked for; ``synthetic-NAME:SIZE`` builds a named build
+(``synthetic-seaco:tiny``: a SeACo-Paraformer, an offline model that takes hotwords). A local
+directory is used as it is. Anything else is a hub id or one of funasr's short names for
+one: looked up in ModelScope's local cache, else downloaded; where the hub is unreachable we
+fail within seconds with one line naming the way out, rather than funasr's hub retries and
+a traceback. What each kind is, is the table's (``workers.engines.kinds``).
 """
 
 from __future__ import annotations
@@ -18,120 +19,74 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.errors import WorkerLoadError
-from workers.engines.model_dir import model_class
+from workers.engines.kinds import (
+    KindRow,
+    default_build,
+    hub_aliases,
+    kind_named,
+    kind_of_class,
+    kinds_for,
+    synthetic_builds,
+)
+from workers.engines.runtime.model_dir import model_class
 
 HUB_HOST = "www.modelscope.cn"
 HUB_PROBE_TIMEOUT_S = 3.0
-STREAMING_MODEL_CLASSES = ("ParaformerStreaming",)
-# BiCifParaformer gives timestamps; SeacoParaformer timestamps too, and takes hotwords
-# (workers.engines.model_dir).
-OFFLINE_MODEL_CLASSES = ("Paraformer", "BiCifParaformer", "SeacoParaformer", "SenseVoiceSmall")
-# The classes an engine of their own serves, rather than their kind's.
-CLASS_ENGINES = {"SenseVoiceSmall": EngineName.SENSEVOICE}
-VAD_MODEL_CLASSES = ("FsmnVADStreaming",)
-PUNC_MODEL_CLASSES = ("CTTransformer",)
-SPEAKER_MODEL_CLASSES = ("CAMPPlus",)
-ModelKind = Literal["streaming", "offline", "vad", "punc", "speaker"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Kind:
-    variable: str  # the setting that names such a model
-    classes: tuple[str, ...]  # the config.yaml `model:` values accepted
-    engine: EngineName  # the engine serving it (punctuation: the offline engine, inside it)
-    what: str  # for messages: "is not {what}"
-
-
-KINDS: dict[ModelKind, _Kind] = {
-    "streaming": _Kind(
-        "ASR_MODEL", STREAMING_MODEL_CLASSES, EngineName.PARAFORMER, "a streaming Paraformer"
-    ),
-    "offline": _Kind(
-        "ASR_OFFLINE_MODEL",
-        OFFLINE_MODEL_CLASSES,
-        EngineName.PARAFORMER_OFFLINE,
-        "an offline Paraformer or SenseVoiceSmall",
-    ),
-    "vad": _Kind("ASR_VAD_MODEL", VAD_MODEL_CLASSES, EngineName.FSMN_VAD, "an FSMN-VAD"),
-    "punc": _Kind(
-        "ASR_PUNC_MODEL",
-        PUNC_MODEL_CLASSES,
-        EngineName.PARAFORMER_OFFLINE,
-        "a CT-Transformer punctuation model",
-    ),
-    "speaker": _Kind(
-        "ASR_SPEAKER_MODEL", SPEAKER_MODEL_CLASSES, EngineName.CAMPPLUS, "a CAM++ speaker model"
-    ),
+# The setting that names a model of each role, for messages.
+ROLE_SETTINGS = {
+    Role.STREAMING: "ASR_MODEL",
+    Role.OFFLINE: "ASR_OFFLINE_MODEL",
+    Role.VAD: "ASR_VAD_MODEL",
+    Role.PUNCTUATION: "ASR_PUNC_MODEL",
+    Role.SPEAKER: "ASR_SPEAKER_MODEL",
 }
-
-# funasr's short names for the models we serve (funasr.download.name_maps_from_hub).
-HUB_ALIASES = {
-    "paraformer-zh-streaming": (
-        "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-online"
-    ),
-    "paraformer": "iic/speech_paraformer-large_asr_nat-zh-cn-16k-common-vocab8404-pytorch",
-    # funasr's "paraformer-zh" is the SeACo model (the offline model of FunASR's Python
-    # server); "seaco-paraformer" is ours, for the same.
-    "paraformer-zh": (
-        "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
-    ),
-    "seaco-paraformer": (
-        "iic/speech_seaco_paraformer_large_asr_nat-zh-cn-16k-common-vocab8404-pytorch"
-    ),
-    "fsmn-vad": "iic/speech_fsmn_vad_zh-cn-16k-common-pytorch",
-    "ct-punc": "iic/punc_ct-transformer_cn-en-common-vocab471067-large",
-    "ct-punc-c": "iic/punc_ct-transformer_zh-cn-common-vocab272727-pytorch",
-    "sensevoice": "iic/SenseVoiceSmall",
-    "SenseVoiceSmall": "iic/SenseVoiceSmall",
-    "cam++": "iic/speech_campplus_sv_zh-cn_16k-common",
-}
+MODEL_FREE = "checksum"  # the one kind named by its name alone
+ModelSize = Literal["tiny", "large"]  # the synthetic builds' (workers.models.synthetic.base)
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:
-    engine: EngineName
+    kind: KindRow
     model_dir: str | None
     description: str
 
 
-def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> ResolvedModel:
+def resolve_model(model: str, cache_dir: str, role: Role = Role.STREAMING) -> ResolvedModel:
     """Find or build the model; may take minutes for ``synthetic:large`` the first time.
 
-    ``kind`` is what is asked for: a streaming Paraformer (``ASR_MODEL``), an offline one
-    (``ASR_OFFLINE_MODEL``), an FSMN-VAD (``ASR_VAD_MODEL``) or a CT-Transformer
-    (``ASR_PUNC_MODEL``); a directory holding another kind of model is refused.
+    ``role`` is what is asked for (``ASR_MODEL``'s streaming model, ``ASR_OFFLINE_MODEL``'s
+    offline one, ...); a directory holding a kind of model that cannot fill it is refused.
     """
-    variable = KINDS[kind].variable
-    if model == EngineName.CHECKSUM and kind == "streaming":
-        return ResolvedModel(EngineName.CHECKSUM, None, "checksum (model-free)")
+    variable = ROLE_SETTINGS[role]
+    if model == MODEL_FREE and role is Role.STREAMING:
+        free = kind_named(MODEL_FREE)
+        assert free is not None, "the table has the model-free kind"
+        return ResolvedModel(free, None, "checksum (model-free)")
     synthetic = _SYNTHETIC.fullmatch(model)
     if synthetic is not None:
-        build = synthetic["build"] or DEFAULT_BUILDS.get(kind, kind)
+        build = synthetic["build"] or default_build(role)
         size = synthetic["size"]
-        if build not in SYNTHETIC_BUILDS or size not in ("tiny", "large"):
-            seaco = (
-                " (or synthetic-seaco:tiny|large, hotwords; synthetic-sensevoice:tiny|large)"
-                if kind == "offline"
-                else ""
-            )
+        if build not in synthetic_builds() or size not in ("tiny", "large"):
+            others = [name for kind in kinds_for(role) for name in kind.synthetic][1:]
+            named = "".join(f", synthetic-{name}:tiny|large" for name in others)
             raise WorkerLoadError(
-                f"{variable}={model}: use synthetic:tiny or synthetic:large{seaco}"
+                f"{variable}={model}: use synthetic:tiny or synthetic:large{named}"
             )
         try:
-            path = ensure_synthetic(Path(cache_dir), build, size)
+            path = ensure_synthetic(Path(cache_dir), build, cast(ModelSize, size))
         except WorkerLoadError as exc:
             raise WorkerLoadError(f"{variable}={model}: {exc.message}") from None
-        return _from_directory(path, model, kind)  # refuses a build of another kind
+        return _from_directory(path, model, role)  # refuses a build of another role
     path = Path(model).expanduser()
     if path.is_dir():
-        return _from_directory(path.resolve(), model, kind)
+        return _from_directory(path.resolve(), model, role)
     if model.startswith(("/", ".", "~")) or model.count("/") > 1:
         raise WorkerLoadError(f"{variable}={model}: no such directory")
-    return _from_directory(_find_or_download(model), model, kind)
+    return _from_directory(_find_or_download(model), model, role)
 
 
 # A gateway's pools are prepared at once, each resolving its model in a thread of its own.
@@ -142,13 +97,10 @@ def resolve_model(model: str, cache_dir: str, kind: ModelKind = "streaming") -> 
 # take turns.
 _FIRST_IMPORTS = threading.Lock()
 
-# What workers.models.synthetic builds; "synthetic:SIZE" builds the kind asked for.
-SYNTHETIC_BUILDS = ("streaming", "offline", "seaco", "vad", "punc", "sensevoice", "campplus")
-DEFAULT_BUILDS: dict[str, str] = {"speaker": "campplus"}  # where a kind's build is named apart
 _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 
-def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Path:
+def ensure_synthetic(cache_dir: Path, kind: str, size: ModelSize, seed: int = 0) -> Path:
     """Build the synthetic model into the cache unless it is already there.
 
     A build that cannot be written (a full disk, a read-only cache) raises
@@ -169,15 +121,15 @@ def ensure_synthetic(cache_dir: Path, kind: str, size: str, seed: int = 0) -> Pa
     return target
 
 
-def _build(target: Path, kind: str, size: str, seed: int) -> None:
-    from workers.models.synthetic import build_model_dir
+def _build(target: Path, kind: str, size: ModelSize, seed: int) -> None:
+    from workers.models.synthetic import build_synthetic
 
     target.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename: a concurrent, interrupted or failed build never
     # leaves a half-written directory where a worker would load it.
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        build_model_dir(staging, kind, size, seed)  # type: ignore[arg-type]
+        build_synthetic(kind, staging, size, seed)
         try:
             staging.rename(target)
         except OSError:
@@ -206,17 +158,20 @@ def _free_in(directory: Path) -> str:
     return f" ({free / (1 << 20):.3g} MiB free there)"
 
 
-def _from_directory(path: Path, name: str, kind: ModelKind = "streaming") -> ResolvedModel:
-    info = KINDS[kind]
+def _from_directory(path: Path, name: str, role: Role = Role.STREAMING) -> ResolvedModel:
+    variable = ROLE_SETTINGS[role]
     if not (path / "config.yaml").is_file():
-        raise WorkerLoadError(f"{info.variable}={name}: {path} has no config.yaml")
+        raise WorkerLoadError(f"{variable}={name}: {path} has no config.yaml")
     found = model_class(path)
-    if found not in info.classes:
+    kind = kind_of_class(found)
+    if kind is None or kind.role is not role:
+        fits = kinds_for(role)
+        what = " or ".join(kind.description for kind in fits if kind.classes)
+        supported = ", ".join(c for kind in fits for c in kind.classes)
         raise WorkerLoadError(
-            f"{info.variable}={name}: model class {found!r} is not {info.what}"
-            f" (supported: {', '.join(info.classes)})"
+            f"{variable}={name}: model class {found!r} is not {what} (supported: {supported})"
         )
-    return ResolvedModel(CLASS_ENGINES.get(found, info.engine), str(path), f"{name} ({found})")
+    return ResolvedModel(kind, str(path), f"{name} ({found})")
 
 
 def _hub_cache_candidates(model_id: str) -> list[Path]:
@@ -225,7 +180,7 @@ def _hub_cache_candidates(model_id: str) -> list[Path]:
 
 
 def _find_or_download(name: str) -> Path:
-    model_id = HUB_ALIASES.get(name, name)
+    model_id = hub_aliases().get(name, name)
     for candidate in _hub_cache_candidates(model_id):
         if (candidate / "config.yaml").is_file():
             return candidate

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import anyio
 
-from shared.engines import EngineName, Precision
+from shared.engines import EngineName, Precision, Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec
 from shared.settings import PoolSettings
-from workers.engines import needs_onnx_export, select_engine
-from workers.engines.onnx_files import punc_up_to_date, up_to_date
+from workers.engines import select_engine
+from workers.engines.kinds import ENGINES
+from workers.engines.runtime.onnx_files import punc_up_to_date, up_to_date
 from workers.ipc.os_error import describe
 from workers.models.resolve import ResolvedModel, resolve_model
 
@@ -30,12 +31,13 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
     punc_model_dir = None
     if settings.punc_model is not None:
         punc = await anyio.to_thread.run_sync(
-            resolve_model, settings.punc_model, settings.model_cache_dir, "punc"
+            resolve_model, settings.punc_model, settings.model_cache_dir, Role.PUNCTUATION
         )
         punc_model_dir = punc.model_dir
-    engine = select_engine(model.engine, settings.engine, model.model_dir)
+    engine = settings.engine or select_engine(model.kind, settings.runtime)
     await ensure_engine_export(engine, model.model_dir, settings.onnx_precision)
-    if engine is EngineName.PARAFORMER_OFFLINE_ONNX and punc_model_dir is not None:
+    row = ENGINES.get(engine)
+    if row is not None and row.punctuation_exported and punc_model_dir is not None:
         await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
     specs = [
         EngineSpec(
@@ -57,10 +59,10 @@ async def ensure_engine_export(
 ) -> None:
     """The export ``engine`` loads, made unless it is up to date (none for an engine that
     loads no export)."""
-    if needs_onnx_export(engine):
+    row = ENGINES.get(engine)
+    if row is not None and row.exported:
         assert model_dir is not None, f"{engine} loads the export of a model directory"
-        qdq = engine is EngineName.PARAFORMER_OPENVINO  # OpenVINO reads int8 in QDQ form
-        await ensure_onnx_export(model_dir, precision, qdq)
+        await ensure_onnx_export(model_dir, precision, row.qdq)
 
 
 async def ensure_onnx_export(model_dir: str, precision: Precision, qdq: bool = False) -> None:
@@ -83,7 +85,7 @@ async def ensure_punctuation_export(model_dir: str) -> None:
     if await anyio.to_thread.run_sync(punc_up_to_date, Path(model_dir)):
         return
     logger.info("exporting %s to ONNX, once", model_dir)
-    await _export_in_child(model_dir, ["-m", "workers.models.export_punc", model_dir])
+    await _export_in_child(model_dir, ["-m", "workers.models.export.punctuation", model_dir])
 
 
 async def _export_in_child(model_dir: str, arguments: list[str]) -> None:

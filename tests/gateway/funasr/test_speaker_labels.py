@@ -32,7 +32,7 @@ def turns_and_spans(draw: st.DrawFn) -> tuple[list[SpeakerTurn], list[tuple[int,
 def test_every_span_gets_the_speaker_distribute_spk_gives_it(
     case: tuple[list[SpeakerTurn], list[tuple[int, int]]],
 ) -> None:
-    from workers.engines.funasr_quiet import quiet_funasr
+    from workers.engines.runtime.funasr_quiet import quiet_funasr
 
     with quiet_funasr():
         from funasr.models.campplus.utils import distribute_spk

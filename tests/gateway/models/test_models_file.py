@@ -12,6 +12,7 @@ from gateway.models.devices import cuda_device_count, missing_device
 from gateway.models.models_file import ModelsFileError, models_table, read_models_file
 from gateway.models.table import single_model
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 
 # The seed's layout, as docs/several-models.md shows it: two models, two GPUs, two instances of
@@ -235,7 +236,7 @@ def test_the_default_model_is_the_first_choice_and_the_settings_pool() -> None:
 
 def test_without_a_file_the_one_model_is_named_by_its_model() -> None:
     pool = PoolSettings(model="/srv/models/paraformer-en/")
-    offline = PoolSettings(model="paraformer-zh", kind="offline")
+    offline = PoolSettings(model="paraformer-zh", kind=Role.OFFLINE)
     table = single_model(pool, offline, None)
     assert table.default == "paraformer-en"  # a directory by its last part: no server path
     (choice,) = table.choices

@@ -107,7 +107,7 @@ def test_the_wheels_cover_what_the_device_must_import() -> None:
 
 @pytest.mark.slow
 def test_fidelity_step_compares_every_chunk(tiny_streaming_model: Path, tmp_path: Path) -> None:
-    from workers.models.export import export
+    from workers.models.export.paraformer import export
 
     export(tiny_streaming_model, threads=1)
     argv = ["fidelity", "--work", str(tmp_path), "--model", str(tiny_streaming_model)]

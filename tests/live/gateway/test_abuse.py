@@ -18,8 +18,8 @@ from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES
 from gateway.settings import GatewaySettings
 from tests.helpers.checksums import END, checksum, config
 from tests.helpers.loops import GatewayClient
-from tests.live.gateway.test_app import (
-    SETTINGS,
+from tests.helpers.session_frames import APP_SETTINGS as SETTINGS
+from tests.helpers.session_frames import (
     expect_error,
     receive_until_final,
     send,

@@ -6,18 +6,14 @@ import json
 import os
 import random
 import signal
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pytest
-from starlette.testclient import TestClient, WebSocketTestSession
-from starlette.websockets import WebSocketDisconnect
+from starlette.testclient import TestClient
 
 from gateway.app import StartupError, create_app
-from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.checksums import (
     END,
@@ -30,66 +26,14 @@ from tests.helpers.checksums import (
     receive_until_is_final,
 )
 from tests.helpers.loops import GatewayClient
-
-SETTINGS = GatewaySettings(
-    pool=PoolSettings(model="checksum", devices=("cpu",)),
-    max_frame_bytes=65536,
-    max_text_bytes=4096,
-    # Far above any test's need, so that a session the server forgets fails the test
-    # with a close instead of hanging it.
-    idle_timeout_s=10.0,
-    max_session_s=60.0,
-)
-
-Frame = str | bytes
+from tests.helpers.session_frames import APP_SETTINGS as SETTINGS
+from tests.helpers.session_frames import Frame, expect_error, receive_until_final, send, wait_until
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     with GatewayClient(create_app(SETTINGS)) as client:
         yield client
-
-
-def send(ws: WebSocketTestSession, frames: Sequence[Frame]) -> None:
-    for frame in frames:
-        if isinstance(frame, bytes):
-            ws.send_bytes(frame)
-        else:
-            ws.send_text(frame)
-
-
-def receive_until_final(ws: WebSocketTestSession) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = []
-    while True:
-        message = funasr_reads(ws.receive_json())
-        assert "type" not in message, message
-        results.append(message)
-        if message["is_final"]:
-            return results
-
-
-def expect_error(ws: WebSocketTestSession, code: int) -> dict[str, Any]:
-    """Our error frame with ``code`` (results may come first), then the close with ``code``."""
-    while True:
-        message: dict[str, Any] = funasr_reads(ws.receive_json())
-        if message.get("type") == "error":
-            break
-    assert message["code"] == code, message
-    assert (message["text"], message["is_final"]) == ("", False)  # harmless to FunASR's
-    assert isinstance(message["message"], str)
-    assert message["message"]
-    with pytest.raises(WebSocketDisconnect) as closed:
-        ws.receive_text()
-    assert closed.value.code == code
-    return message
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll a condition set by another process (a worker restarting), up to ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 # --- bad input ---------------------------------------------------------------------
@@ -263,59 +207,6 @@ def test_a_worker_that_dies_fails_its_sessions_with_1011_and_is_replaced() -> No
         metrics = client.get("/metrics").text
     assert 'asr_worker_restarts_total{device="cpu",model="checksum",worker="0"} 1.0' in metrics
     assert 'asr_session_errors_total{code="1011"} 1.0' in metrics
-
-
-# --- the drain -----------------------------------------------------------------------
-
-
-def test_a_drain_lets_live_utterances_finish_then_closes_with_1012() -> None:
-    app = create_app(SETTINGS)
-    pcm = random.Random(4).randbytes(40_000)
-    with (
-        GatewayClient(app) as client,
-        client.websocket_connect("/") as idle,
-        client.websocket_connect("/") as live,
-    ):
-        assert client.portal is not None
-        send(live, [config(chunk_size=[0, 5, 5]), pcm[:9600]])
-        first = live.receive_json()
-        assert client.get("/readyz").json()["sessions"]["active"] == 2
-        drained = client.portal.start_task_soon(app.drain, 10.0)
-        # Between utterances: closed at once. New sessions: refused.
-        assert "shutting down" in expect_error(idle, 1012)["message"]
-        assert client.get("/readyz").status_code == 503
-        with client.websocket_connect("/") as late:
-            expect_error(late, 1012)
-        # Mid-utterance: every result, then the close.
-        send(live, [pcm[9600:], END])
-        check_online([first, *receive_until_final(live)], pcm, 9600)
-        expect_error(live, 1012)
-        drained.result(timeout=10)
-
-
-def test_a_config_while_draining_waits_for_the_results_still_owed() -> None:
-    app = create_app(SETTINGS)
-    with GatewayClient(app) as client, client.websocket_connect("/") as ws:
-        assert client.portal is not None
-        send(ws, [config(mode="offline"), b"\x01\x02\x03\x04"])
-        wait_until(lambda: client.get("/readyz").json()["sessions"]["active"] == 1)
-        drained = client.portal.start_task_soon(app.drain, 10.0)
-        wait_until(lambda: client.get("/readyz").json()["draining"] is True)
-        send(ws, [END, config()])
-        check_offline(receive_until_final(ws), b"\x01\x02\x03\x04")
-        expect_error(ws, 1012)
-        drained.result(timeout=10)
-
-
-def test_sessions_still_live_at_the_drain_timeout_are_closed_with_1012() -> None:
-    app = create_app(SETTINGS)
-    with GatewayClient(app) as client, client.websocket_connect("/") as ws:
-        assert client.portal is not None
-        send(ws, [config(), b"\x00\x00"])
-        wait_until(lambda: client.get("/readyz").json()["sessions"]["active"] == 1)
-        drained = client.portal.start_task_soon(app.drain, 0.2)
-        assert "drain timeout" in expect_error(ws, 1012)["message"]
-        drained.result(timeout=10)
 
 
 # --- HTTP --------------------------------------------------------------------------

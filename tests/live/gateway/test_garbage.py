@@ -24,8 +24,8 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from tests.helpers.checksums import END, config
 from tests.helpers.loops import GatewayClient
+from tests.helpers.session_frames import APP_SETTINGS as SETTINGS
 from tests.helpers.wav import speech, wav_bytes
-from tests.live.gateway.test_app import SETTINGS
 
 LARGE = 256 * 1024  # any buffer this big in cyclic garbage is a payload kept for nothing
 FRAME = bytes(range(256)) * 4096  # 1 MiB of audio

@@ -14,7 +14,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
 from tests.helpers.loops import GatewayClient
-from tests.live.gateway.test_app import wait_until
+from tests.helpers.session_frames import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -18,11 +18,12 @@ from starlette.testclient import TestClient, WebSocketTestSession
 from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import receive_until_is_final
 from tests.helpers.loops import GatewayClient
 from tests.live.workers.test_seaco import FIRST, SECOND, clip, generate
-from workers.engines.paraformer import load_automodel
+from workers.engines.paraformer.streaming import load_automodel
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ FRAME_BYTES = 1920  # 60 ms, as FunASR's Python client sends
 def seaco_client(tiny_seaco_model: Path) -> Iterator[TestClient]:
     """Checksum streaming pool; the SeACo offline model for offline and 2pass-offline."""
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_seaco_model), kind="offline")
+    offline = replace(streaming, model=str(tiny_seaco_model), kind=Role.OFFLINE)
     settings = GatewaySettings(
         pool=streaming,
         offline_pool=offline,

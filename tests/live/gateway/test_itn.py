@@ -25,12 +25,13 @@ from starlette.testclient import TestClient
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
 from tests.helpers.loops import GatewayClient
-from workers.engines.paraformer import load_automodel, to_float
-from workers.models.synthetic import build_model_dir
-from workers.models.synthetic_base import NUMERALS
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.models.synthetic.base import NUMERALS
+from workers.models.synthetic.paraformer import build_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def numerals_model(model_cache: Path) -> Path:
 @pytest.fixture(scope="module")
 def client(numerals_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(numerals_model), kind="offline")
+    offline = replace(streaming, model=str(numerals_model), kind=Role.OFFLINE)
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     with GatewayClient(create_app(settings)) as client:
         yield client

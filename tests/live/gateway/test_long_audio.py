@@ -19,11 +19,12 @@ from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.segment import cut, silence_by_energy
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
 from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
 
 BYTES_PER_S = 32000
 SETTINGS = GatewaySettings(
@@ -117,7 +118,7 @@ def test_an_uploaded_file_longer_than_the_limit_is_decoded_in_segments(
     tone = (6000 * np.sin(2 * np.pi * 300 * t) + 2000 * rng.standard_normal(t.size)).astype("<i2")
     audio = np.concatenate([tone, np.zeros(4800, "<i2"), tone[::-1], np.zeros(4800, "<i2"), tone])
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_timestamp_model), kind="offline")
+    offline = replace(streaming, model=str(tiny_timestamp_model), kind=Role.OFFLINE)
     settings = replace(SETTINGS, offline_pool=offline)
     buffer = io.BytesIO()
     soundfile.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
@@ -218,7 +219,7 @@ def test_with_a_vad_pool_the_cuts_fall_outside_funasrs_speech_regions(
     )
     pcm = audio.astype("<i2").tobytes()
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    vad = replace(streaming, model=str(tiny_vad_model), kind="vad")
+    vad = replace(streaming, model=str(tiny_vad_model), kind=Role.VAD)
     settings = replace(SETTINGS, vad_pool=vad, max_segment_s=2.5)
     with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         ws.send_text(config(mode="offline"))

@@ -16,10 +16,11 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config
 from tests.helpers.loops import GatewayClient
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def client(tiny_offline_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_offline_model), kind="offline")
+    offline = replace(streaming, model=str(tiny_offline_model), kind=Role.OFFLINE)
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     with GatewayClient(create_app(settings)) as client:
         yield client

@@ -20,13 +20,14 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
-from tests.live.gateway.test_app import expect_error
+from tests.helpers.session_frames import expect_error
 from tests.workers.engines.test_fsmn_vad import spoken
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.sensevoice import split_tags
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.sensevoice.engine import split_tags
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def client(tiny_sensevoice_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_sensevoice_model), kind="offline")
+    offline = replace(streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE)
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     with GatewayClient(create_app(settings)) as client:
         yield client
@@ -181,7 +182,7 @@ def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
     serves SenseVoice on sensevoice-onnx; the text and tags are funasr's."""
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(
-        streaming, model=str(tiny_sensevoice_model), kind="offline", engine="paraformer-onnx"
+        streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE, engine="paraformer-onnx"
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     audio = spoken(37, ("speech", 1.8))

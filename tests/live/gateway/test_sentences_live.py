@@ -25,7 +25,7 @@ from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.segment import Segment, cut, silence_by_energy
 from gateway.openai_api.formats import timecode
 from tests.workers.engines.test_fsmn_vad import spoken
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
 

@@ -39,8 +39,8 @@ from tests.helpers.several_models import (
     url,
     wav_bytes,
 )
-from workers.engines.paraformer import load_automodel, to_float
-from workers.models.synthetic import build_model_dir
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.models.synthetic.paraformer import build_model_dir
 
 pytestmark = pytest.mark.anyio
 

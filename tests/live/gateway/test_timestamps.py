@@ -17,12 +17,13 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
 from tests.workers.engines.test_fsmn_vad import spoken
-from workers.engines.model_dir import model_class
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.model_dir import model_class
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def client(tiny_timestamp_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_timestamp_model), kind="offline")
+    offline = replace(streaming, model=str(tiny_timestamp_model), kind=Role.OFFLINE)
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     with GatewayClient(create_app(settings)) as client:
         yield client
@@ -141,7 +142,7 @@ def punctuated(tiny_timestamp_model: Path, tiny_punc_model: Path) -> Iterator[Te
     offline = replace(
         streaming,
         model=str(tiny_timestamp_model),
-        kind="offline",
+        kind=Role.OFFLINE,
         punc_model=str(tiny_punc_model),
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)

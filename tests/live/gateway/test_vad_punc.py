@@ -1,6 +1,6 @@
 """2pass with FunASR's companions: FSMN-VAD sentence ends, CT-Transformer punctuation.
 
-Real worker pools with the synthetic models (``workers.models.synthetic_companions``); every
+Real worker pools with the synthetic models (``workers.models.synthetic.companions``); every
 expected value is computed with funasr's own ``AutoModel`` on the same audio.
 """
 
@@ -24,12 +24,13 @@ from gateway.audio.endpointer import EndpointSettings
 from gateway.funasr.config import SessionConfig
 from gateway.session.utterance.two_pass_vad import piece_bytes
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
-from tests.live.gateway.test_app import expect_error, wait_until
+from tests.helpers.session_frames import expect_error, wait_until
 from tests.workers.engines.test_fsmn_vad import SENTENCE_ENDS, funasr_vad, spoken
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,7 @@ PREROLL_MS = 300
 def vad_client(tiny_vad_model: Path) -> Iterator[TestClient]:
     """Checksum streaming pool (which also decodes the 2pass offline pass) and a VAD pool."""
     streaming = PoolSettings(model="checksum", devices=("cpu",))
-    vad = replace(streaming, model=str(tiny_vad_model), kind="vad")
+    vad = replace(streaming, model=str(tiny_vad_model), kind=Role.VAD)
     settings = GatewaySettings(
         pool=streaming,
         vad_pool=vad,
@@ -57,7 +58,7 @@ def punc_client(tiny_offline_model: Path, tiny_punc_model: Path) -> Iterator[Tes
     """Checksum streaming pool; the offline model with punctuation."""
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(
-        streaming, model=str(tiny_offline_model), kind="offline", punc_model=str(tiny_punc_model)
+        streaming, model=str(tiny_offline_model), kind=Role.OFFLINE, punc_model=str(tiny_punc_model)
     )
     settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
     with GatewayClient(create_app(settings)) as client:

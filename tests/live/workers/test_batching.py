@@ -9,10 +9,9 @@ import anyio
 import numpy as np
 import pytest
 
-from shared.engines import EngineName, Precision
+from shared.engines import Precision, Runtime
 from shared.messages import EngineSpec, StreamResult
 from shared.settings import PoolSettings
-from shared.settings_table import Engine
 from tests.workers.engines.test_paraformer_onnx import (
     NO_LOOK_BACK,
     NO_OPENVINO,
@@ -21,8 +20,8 @@ from tests.workers.engines.test_paraformer_onnx import (
     speech_like,
 )
 from workers.engines import load_engine
-from workers.engines.onnx_files import up_to_date
-from workers.engines.paraformer_onnx import ParaformerOnnxEngine
+from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
+from workers.engines.runtime.onnx_files import up_to_date
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
 
@@ -103,19 +102,19 @@ async def test_a_final_chunk_is_never_held() -> None:
 @pytest.mark.parametrize(
     ("runtime", "precision"),
     [
-        ("paraformer-onnx", "fp32"),
-        pytest.param("paraformer-openvino", "int8", marks=NO_OPENVINO),  # QDQ graphs
+        ("onnx", "fp32"),
+        pytest.param("openvino", "int8", marks=NO_OPENVINO),  # QDQ graphs
     ],
 )
 async def test_the_pool_exports_once_and_serves_batched_onnx_streams(
-    tmp_path: Path, tiny_streaming_model: Path, runtime: Engine, precision: Precision
+    tmp_path: Path, tiny_streaming_model: Path, runtime: Runtime, precision: Precision
 ) -> None:
     model = tmp_path / "model"
     shutil.copytree(tiny_streaming_model, model, ignore=shutil.ignore_patterns("onnx-gateway"))
     settings = PoolSettings(
         model=str(model),
         devices=("cpu",),
-        engine=runtime,
+        runtime=runtime,
         onnx_precision=precision,
         batch_wait_s=0.2,
     )
@@ -140,13 +139,14 @@ async def test_the_pool_exports_once_and_serves_batched_onnx_streams(
                     await stream.send(piece)
 
     async with WorkerPool(settings) as pool:  # start-up runs the export, in a child
-        assert up_to_date(model, precision, qdq=runtime == "paraformer-openvino")
-        assert pool.engine == runtime
+        assert up_to_date(model, precision, qdq=runtime == "openvino")
+        assert pool.engine == f"paraformer-{runtime}"
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
                 for index in range(len(audios)):
                     group.start_soon(run, index, pool.open_stream(options))
-    engine = load_engine(EngineSpec(EngineName(runtime), model_dir=str(model), precision=precision))
+    spec = EngineSpec(f"paraformer-{runtime}", model_dir=str(model), precision=precision)
+    engine = load_engine(spec)
     assert isinstance(engine, ParaformerOnnxEngine)
     alone = [one_stream(engine, audio, s) for s, audio in enumerate(audios)]
     assert texts == alone

@@ -10,15 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
-from shared.engines import EngineName
 from shared.messages import EngineSpec, SpeakerTurn, StreamOptions
 from tests.helpers.speakers import funasr_sentence_info
 from workers.engines.base import ChunkItem
-from workers.engines.campplus import CamppEngine
-from workers.engines.funasr_quiet import quiet_funasr
-from workers.engines.model_dir import model_class
-from workers.engines.paraformer import load_automodel, to_float
-from workers.models.synthetic_voices import HIGH, LOW, conversation
+from workers.engines.campplus.engine import CamppEngine
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.funasr_quiet import quiet_funasr
+from workers.engines.runtime.model_dir import model_class
+from workers.models.synthetic.voices import HIGH, LOW, conversation
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +35,7 @@ def audio() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def engine(campplus_model: Path) -> CamppEngine:
-    return CamppEngine.load(EngineSpec(EngineName.CAMPPLUS, model_dir=str(campplus_model)))
+    return CamppEngine.load(EngineSpec("campplus", model_dir=str(campplus_model)))
 
 
 @pytest.fixture(scope="module")

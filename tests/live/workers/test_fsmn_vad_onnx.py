@@ -10,19 +10,23 @@ import numpy as np
 import pytest
 import yaml
 
-from shared.engines import EngineName
 from shared.messages import EngineSpec, StreamOptions
 from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem, Engine
-from workers.engines.fsmn_vad_onnx import AlignedWaveform, EncoderShape, encoder_graph, layout
-from workers.engines.onnx_frontend import (
+from workers.engines.fsmn_vad.onnx_engine import (
+    AlignedWaveform,
+    EncoderShape,
+    encoder_graph,
+    layout,
+)
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.onnx_frontend import (
     FrontendState,
     OnlineFbankFrontend,
     OnlineFbankState,
     StreamingFrontend,
 )
-from workers.engines.paraformer import load_automodel, to_float
 
 Segments = tuple[tuple[int, int], ...]
 SIL_LOGIT = float(np.log(0.25))  # speech_noise_thres 0.6: a frame is speech below s0 = 0.2
@@ -207,13 +211,13 @@ def test_segments_are_funasrs_piece_by_piece_alone_and_batched(vad_model: Path) 
     starts, ends = count_events(expected)
     assert starts >= 3, expected  # several segments: the test can fail
     assert ends >= 3, expected
-    onnx = load_engine(EngineSpec(engine=EngineName.FSMN_VAD_ONNX, model_dir=str(vad_model)))
+    onnx = load_engine(EngineSpec(engine="fsmn-vad-onnx", model_dir=str(vad_model)))
     assert one_by_one(onnx, streams) == expected
     assert interleaved(onnx, streams) == expected
     if vad_model.name not in ("energy", "network"):
         return  # the options change funasr's code, not the fsmn-vad engine's
     # And the fsmn-vad engine, fed the same steps, answers the same.
-    torch_engine = load_engine(EngineSpec(engine=EngineName.FSMN_VAD, model_dir=str(vad_model)))
+    torch_engine = load_engine(EngineSpec(engine="fsmn-vad", model_dir=str(vad_model)))
     assert interleaved(torch_engine, streams) == expected
 
 

@@ -12,15 +12,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from tests.live.workers.test_fsmn_vad_onnx import funasr_final
 from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer import load_automodel
-from workers.engines.torch_checkpoint import load_state_dict
+from workers.engines.kinds import kind_named
+from workers.engines.paraformer.streaming import load_automodel
+from workers.engines.runtime.torch_checkpoint import load_state_dict
 from workers.pool import WorkerPool
 
 Segments = tuple[tuple[int, int], ...]
@@ -30,7 +31,7 @@ Segments = tuple[tuple[int, int], ...]
 
 @pytest.mark.slow
 def test_short_and_empty_pieces_and_unknown_streams(tiny_vad_model: Path) -> None:
-    engine = load_engine(EngineSpec(engine=EngineName.FSMN_VAD_ONNX, model_dir=str(tiny_vad_model)))
+    engine = load_engine(EngineSpec(engine="fsmn-vad-onnx", model_dir=str(tiny_vad_model)))
     engine.open_stream(1, StreamOptions())
     engine.open_stream(2, StreamOptions())
     audio = spoken(1, ("speech", 0.5))
@@ -53,7 +54,7 @@ def test_short_and_empty_pieces_and_unknown_streams(tiny_vad_model: Path) -> Non
 
 @pytest.mark.slow
 def test_a_stream_that_fails_fails_alone(tiny_vad_model: Path) -> None:
-    spec = EngineSpec(engine=EngineName.FSMN_VAD_ONNX, model_dir=str(tiny_vad_model))
+    spec = EngineSpec(engine="fsmn-vad-onnx", model_dir=str(tiny_vad_model))
     audio = spoken(2, ("quiet", 0.3), ("speech", 1.0), ("quiet", 1.0))
     alone = load_engine(spec)
     alone.open_stream(1, StreamOptions())
@@ -96,11 +97,11 @@ async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: P
     expected = funasr_vad(reference, audio[:-960], cache)
     expected += funasr_final(reference, audio[-960:], cache)
     settings = PoolSettings(
-        model=str(tiny_vad_model), kind="vad", engine="paraformer-onnx", devices=("cpu",)
+        model=str(tiny_vad_model), kind=Role.VAD, engine="paraformer-onnx", devices=("cpu",)
     )
     found: list[list[int]] = []
     async with WorkerPool(settings) as pool:
-        assert pool.engine is EngineName.FSMN_VAD_ONNX
+        assert pool.engine == "fsmn-vad-onnx"
         async with pool.open_stream() as stream:
 
             async def read() -> None:
@@ -116,9 +117,11 @@ async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: P
 
 
 def test_the_paraformer_onnx_runtime_puts_the_vad_on_this_engine() -> None:
-    assert select_engine(EngineName.FSMN_VAD, "paraformer-onnx") is EngineName.FSMN_VAD_ONNX
-    assert select_engine(EngineName.FSMN_VAD, "paraformer") is EngineName.FSMN_VAD
-    assert not needs_onnx_export(EngineName.FSMN_VAD_ONNX)  # the graph is built at load
+    vad = kind_named("fsmn-vad")
+    assert vad is not None
+    assert select_engine(vad, "onnx") == "fsmn-vad-onnx"
+    assert select_engine(vad, "torch") == "fsmn-vad"
+    assert not needs_onnx_export("fsmn-vad-onnx")  # the graph is built at load
 
 
 @pytest.mark.slow

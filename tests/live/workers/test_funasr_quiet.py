@@ -1,5 +1,5 @@
 """funasr's start-up noise is dropped where it is printed and logged; its real warnings,
-and everything that is not funasr's, pass (``workers.engines.funasr_quiet``)."""
+and everything that is not funasr's, pass (``workers.engines.runtime.funasr_quiet``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from workers.engines.funasr_quiet import FunasrNoiseFilter, quiet_funasr
+from workers.engines.runtime.funasr_quiet import FunasrNoiseFilter, quiet_funasr
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,7 +47,7 @@ def test_importing_funasr_and_loading_a_model_prints_and_logs_nothing(
     """In a fresh interpreter, as a worker loads: nothing on stdout or stderr."""
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "from workers.engines.paraformer import load_automodel\n"
+        "from workers.engines.paraformer.streaming import load_automodel\n"
         f"load_automodel({str(tiny_streaming_model)!r}, 'cpu', 1)\n"
     )
     done = subprocess.run(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.fresh_process import findings, run_script
-from workers.models.export_common import _write_atomically
+from workers.models.export.common import _write_atomically
 
 LISTING = """
 import subprocess
@@ -131,7 +131,7 @@ def test_a_small_file_written_atomically_on_a_full_disk_leaves_nothing(tmp_path:
     full = tmp_path / "full"
     full.mkdir()
     script = f"""
-from workers.models.export_common import _write_atomically
+from workers.models.export.common import _write_atomically
 folder = {str(full)!r}
 filler = os.open(os.path.join(folder, "filler"), os.O_CREAT | os.O_WRONLY, 0o600)
 try:

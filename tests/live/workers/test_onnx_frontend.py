@@ -15,14 +15,14 @@ from funasr.models.transformer.embedding import StreamSinusoidalPositionEncoder
 from funasr.utils.load_utils import extract_fbank
 from funasr.utils.postprocess_utils import sentence_postprocess
 
-from workers.engines.onnx_files import INV_TIMESCALES
-from workers.engines.onnx_frontend import (
+from workers.engines.runtime.onnx_files import INV_TIMESCALES
+from workers.engines.runtime.onnx_frontend import (
     FrontendState,
     StreamingFrontend,
     load_sentence_postprocess,
     position_encoding,
 )
-from workers.models.export import export
+from workers.models.export.paraformer import export
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from shared.messages import StreamOptions
 from shared.settings import PoolSettings
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.anyio

@@ -8,16 +8,16 @@ import anyio
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.paraformer_offline import ParaformerOfflineEngine
+from workers.engines.paraformer.offline import ParaformerOfflineEngine
+from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.models.resolve import resolve_model
-from workers.models.synthetic import build_model_dir
-from workers.models.synthetic_base import NUMERALS
+from workers.models.synthetic.base import NUMERALS
+from workers.models.synthetic.paraformer import build_model_dir
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def clip(seed: int, seconds: float) -> np.ndarray:
 
 def test_one_utterance_equals_automodel_generate(tiny_offline_model: Path) -> None:
     engine = ParaformerOfflineEngine.load(
-        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(tiny_offline_model))
+        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
     )
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
     for seed in range(3):
@@ -53,7 +53,7 @@ def test_finals_in_one_step_are_batched_by_similar_length(tiny_offline_model: Pa
     """Utterances ending together are decoded in one generate call per group of similar
     lengths (within 1.25x): the texts are funasr's own for those same batched calls."""
     engine = ParaformerOfflineEngine.load(
-        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(tiny_offline_model))
+        EngineSpec("paraformer-offline", model_dir=str(tiny_offline_model))
     )
     model = load_automodel(str(tiny_offline_model), "cpu", 1)
     seconds = [2.0, 1.0, 2.2, 1.1]  # two groups: the 1 s clips, the 2 s clips
@@ -77,7 +77,7 @@ def test_finals_in_one_step_are_batched_by_similar_length(tiny_offline_model: Pa
 
 def test_the_offline_pool_refuses_a_streaming_model(tiny_streaming_model: Path) -> None:
     with pytest.raises(WorkerLoadError, match=r"ASR_OFFLINE_MODEL.*not an offline"):
-        resolve_model(str(tiny_streaming_model), "/nonexistent", "offline")
+        resolve_model(str(tiny_streaming_model), "/nonexistent", Role.OFFLINE)
 
 
 @pytest.mark.anyio
@@ -86,7 +86,7 @@ async def test_an_offline_pool_gathers_utterances_ending_together(
 ) -> None:
     settings = PoolSettings(
         model=str(tiny_offline_model),
-        kind="offline",
+        kind=Role.OFFLINE,
         devices=("cpu",),
         batch_wait_s=0.3,
         chunk_deadline_s=10.0,
@@ -127,7 +127,7 @@ def test_itn_is_wetexts_on_funasrs_own_text_where_the_stream_asks(numerals_model
 
     normalizer = Normalizer(lang="zh", operator="itn")
     engine = ParaformerOfflineEngine.load(
-        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(numerals_model))
+        EngineSpec("paraformer-offline", model_dir=str(numerals_model))
     )
     model = load_automodel(str(numerals_model), "cpu", 1)
     changed = 0

@@ -20,16 +20,17 @@ import yaml
 from funasr.frontends.wav_frontend import WavFrontend
 from funasr.utils.load_utils import extract_fbank
 
-from shared.engines import EngineName
+from shared.engines import Role, Runtime
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
-from workers.engines.onnx_files import OfflineOnnxFiles, up_to_date
-from workers.engines.onnx_frontend import UtteranceFrontend
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.paraformer_offline_onnx import ParaformerOfflineOnnxEngine
-from workers.models.export_offline import export_offline
+from workers.engines.paraformer.offline_onnx import ParaformerOfflineOnnxEngine
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.onnx_files import OfflineOnnxFiles, up_to_date
+from workers.engines.runtime.onnx_frontend import UtteranceFrontend
+from workers.models.export.offline import export_offline
+from workers.models.resolve import resolve_model
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
@@ -135,16 +136,16 @@ def test_a_changed_model_is_exported_again(tmp_path: Path, exported: Path) -> No
 def test_models_the_export_does_not_carry_stay_on_pytorch(
     exported: Path, tiny_timestamp_model: Path, tiny_seaco_model: Path, tiny_streaming_model: Path
 ) -> None:
-    onnx = EngineName.PARAFORMER_ONNX
-    offline = EngineName.PARAFORMER_OFFLINE
-    assert select_engine(offline, onnx, str(exported)) is EngineName.PARAFORMER_OFFLINE_ONNX
-    assert select_engine(offline, "paraformer", str(exported)) is offline
-    assert select_engine(offline, onnx) is offline  # no directory to tell its class
-    assert select_engine(EngineName.PARAFORMER, onnx, str(tiny_streaming_model)) is onnx
-    assert needs_onnx_export(EngineName.PARAFORMER_OFFLINE_ONNX)
-    assert not needs_onnx_export(offline)
+    def engine(model: Path, runtime: Runtime, role: Role = Role.OFFLINE) -> str:
+        return select_engine(resolve_model(str(model), "/nonexistent", role).kind, runtime)
+
+    assert engine(exported, "onnx") == "paraformer-offline-onnx"
+    assert engine(exported, "torch") == "paraformer-offline"
+    assert engine(tiny_streaming_model, "onnx", Role.STREAMING) == "paraformer-onnx"
+    assert needs_onnx_export("paraformer-offline-onnx")
+    assert not needs_onnx_export("paraformer-offline")
     for kept in (tiny_timestamp_model, tiny_seaco_model):  # timestamps; hotwords
-        assert select_engine(offline, onnx, str(kept)) is offline
+        assert engine(kept, "onnx") == "paraformer-offline"
         result = subprocess.run(
             [sys.executable, "-m", "workers.models.export", str(kept)],
             capture_output=True,
@@ -156,7 +157,7 @@ def test_models_the_export_does_not_carry_stay_on_pytorch(
 
 
 def test_the_engine_refuses_a_missing_export(tmp_path: Path) -> None:
-    spec = EngineSpec(EngineName.PARAFORMER_OFFLINE_ONNX, model_dir=str(tmp_path))
+    spec = EngineSpec("paraformer-offline-onnx", model_dir=str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"python -m workers\.models\.export"):
         ParaformerOfflineOnnxEngine.load(spec)
 
@@ -279,8 +280,8 @@ async def test_an_offline_onnx_pool_gathers_utterances_ending_together(
 ) -> None:
     settings = PoolSettings(
         model=str(exported),
-        kind="offline",
-        engine="paraformer-onnx",
+        kind=Role.OFFLINE,
+        runtime="onnx",
         devices=("cpu",),
         batch_wait_s=0.3,
         chunk_deadline_s=10.0,
@@ -306,7 +307,7 @@ async def test_an_offline_onnx_pool_gathers_utterances_ending_together(
 )
 def test_cuda_provider_gives_the_cpu_text(exported: Path, pytorch_texts: list[str]) -> None:
     cuda = load_engine(
-        EngineSpec(EngineName.PARAFORMER_OFFLINE_ONNX, device="cuda:0", model_dir=str(exported))
+        EngineSpec("paraformer-offline-onnx", device="cuda:0", model_dir=str(exported))
     )
     assert isinstance(cuda, ParaformerOfflineOnnxEngine)
     clips = [speech_like(s, seconds) for s, seconds in enumerate(SECONDS)]

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from bench.common.audio import expected_checksum
+from shared.engines import Role
 from shared.errors import WorkerError
 from shared.messages import StreamOptions, StreamResult
 from shared.settings import PoolSettings
@@ -384,7 +385,7 @@ async def test_an_offline_workers_final_piece_owes_the_whole_utterance(
     """A whole-utterance engine decodes at the final piece: its hang timeout counts the
     stream's whole audio then, however small that piece."""
     settings = PoolSettings(
-        model=str(tiny_offline_model), kind="offline", devices=("cpu",), step_timeout_s=0.5
+        model=str(tiny_offline_model), kind=Role.OFFLINE, devices=("cpu",), step_timeout_s=0.5
     )
     async with WorkerPool(settings) as pool:
         (worker,) = pool.status()

@@ -13,15 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem
-from workers.engines.onnx_files import PuncOnnxFiles, punc_up_to_date
-from workers.engines.paraformer import load_automodel
-from workers.engines.paraformer_offline import ParaformerOfflineEngine
-from workers.engines.punctuation import (
+from workers.engines.paraformer.offline import ParaformerOfflineEngine
+from workers.engines.paraformer.streaming import load_automodel
+from workers.engines.punctuation.ct_transformer import (
     COMMA,
     FULL_STOP,
     QUESTION_MARK,
@@ -32,15 +31,16 @@ from workers.engines.punctuation import (
     Words,
     load_punctuator,
 )
-from workers.models.export_punc import export_punc
-from workers.models.synthetic_base import TINY_VOCAB, build_tokens
+from workers.engines.runtime.onnx_files import PuncOnnxFiles, punc_up_to_date
+from workers.models.export.punctuation import export_punc
+from workers.models.synthetic.base import TINY_VOCAB, build_tokens
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
 
 MARKS = (COMMA, FULL_STOP, QUESTION_MARK, "\u3001", ",", ".", "?")
 CHARACTERS = build_tokens(TINY_VOCAB)[3:-1]  # the tiny vocabulary's CJK characters
-# Class ids of funasr's punc_list (workers.models.synthetic_companions.PUNC_LIST).
+# Class ids of funasr's punc_list (workers.models.synthetic.companions.PUNC_LIST).
 COMMA_ID, FULL_STOP_ID, QUESTION_MARK_ID = 2, 3, 4
 
 
@@ -250,7 +250,7 @@ def test_the_offline_engine_punctuates_the_same_under_onnx(
     """The offline engine's final texts, punctuated by funasr (the engine as load_engine
     builds it) and by the ONNX punctuator, all utterances of the step in one call."""
     spec = EngineSpec(
-        EngineName.PARAFORMER_OFFLINE,
+        "paraformer-offline",
         model_dir=str(tiny_offline_model),
         punc_model_dir=str(exported),
     )
@@ -286,7 +286,7 @@ async def test_an_onnx_offline_pool_exports_its_punctuation_model_at_start_up(
     for engine in ("paraformer", "paraformer-onnx"):
         settings = PoolSettings(
             model=str(model),
-            kind="offline",
+            kind=Role.OFFLINE,
             punc_model=str(punc),
             engine=engine,
             devices=("cpu",),

@@ -9,18 +9,19 @@ import anyio
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions, StreamResult
 from shared.settings import PoolSettings
+from workers.engines import select_engine
 from workers.engines.base import ChunkItem
-from workers.engines.model_dir import supports_hotwords
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.paraformer_offline import (
+from workers.engines.paraformer.offline import (
     HOTWORD_FILTER_WORDS,
     ParaformerOfflineEngine,
     hotword_argument,
 )
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.model_dir import supports_hotwords
 from workers.models.resolve import resolve_model
 from workers.pool import WorkerPool
 
@@ -59,25 +60,24 @@ class _Spy:
 
 
 def _engine(model_dir: Path) -> ParaformerOfflineEngine:
-    return ParaformerOfflineEngine.load(
-        EngineSpec(EngineName.PARAFORMER_OFFLINE, model_dir=str(model_dir))
-    )
+    return ParaformerOfflineEngine.load(EngineSpec("paraformer-offline", model_dir=str(model_dir)))
 
 
 def test_synthetic_seaco_resolves_as_an_offline_model_that_takes_hotwords(
     model_cache: Path, tiny_seaco_model: Path, tiny_offline_model: Path
 ) -> None:
-    resolved = resolve_model("synthetic-seaco:tiny", str(model_cache), "offline")
-    assert resolved.engine == "paraformer-offline"
+    resolved = resolve_model("synthetic-seaco:tiny", str(model_cache), Role.OFFLINE)
+    assert resolved.kind.name == "seaco-paraformer"
+    assert select_engine(resolved.kind, "onnx") == "paraformer-offline"  # no export of it
     assert resolved.model_dir == str(tiny_seaco_model)  # the fixture's build, in the cache
     assert "SeacoParaformer" in resolved.description
     assert supports_hotwords(tiny_seaco_model)
     assert not supports_hotwords(tiny_offline_model)
     with pytest.raises(WorkerLoadError, match=r"ASR_MODEL=synthetic-seaco:tiny.*not a streaming"):
-        resolve_model("synthetic-seaco:tiny", str(model_cache), "streaming")
+        resolve_model("synthetic-seaco:tiny", str(model_cache), Role.STREAMING)
     for bad in ("synthetic-seaco:huge", "synthetic-nonesuch:tiny"):
         with pytest.raises(WorkerLoadError, match="synthetic-seaco:tiny"):
-            resolve_model(bad, str(model_cache), "offline")
+            resolve_model(bad, str(model_cache), Role.OFFLINE)
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_a_model_without_hotwords_is_never_given_them(tiny_offline_model: Path) 
 
 
 def test_streaming_engines_ignore_hotwords() -> None:
-    from workers.engines.paraformer import ParaformerStreamingEngine
+    from workers.engines.paraformer.streaming import ParaformerStreamingEngine
 
     class _Model:
         def __init__(self) -> None:
@@ -171,7 +171,7 @@ def _settings(
 ) -> PoolSettings:
     return PoolSettings(
         model=str(model_dir),
-        kind="offline",
+        kind=Role.OFFLINE,
         devices=("cpu",),
         transport=transport,
         batch_wait_s=wait_s,
@@ -256,8 +256,9 @@ def test_the_seed_models_names_find_it_in_the_hub_cache(
     cached.parent.mkdir(parents=True)
     cached.symlink_to(tiny_seaco_model, target_is_directory=True)
     monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path))
-    resolved = resolve_model(name, str(tmp_path / "unused"), "offline")
-    assert resolved.engine == "paraformer-offline"
+    resolved = resolve_model(name, str(tmp_path / "unused"), Role.OFFLINE)
+    assert resolved.kind.name == "seaco-paraformer"
+    assert select_engine(resolved.kind, "onnx") == "paraformer-offline"  # no export of it
     assert resolved.model_dir is not None
     assert Path(resolved.model_dir).resolve() == tiny_seaco_model.resolve()
     assert "SeacoParaformer" in resolved.description

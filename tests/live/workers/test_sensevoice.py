@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import yaml
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.messages import EngineSpec, SpeechTags, StreamOptions
+from workers.engines import select_engine
 from workers.engines.base import ChunkItem
-from workers.engines.model_dir import model_class
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.sensevoice import SenseVoiceEngine, split_tags
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.model_dir import model_class
+from workers.engines.sensevoice.engine import SenseVoiceEngine, split_tags
 from workers.models.resolve import resolve_model
-from workers.models.synthetic_sensevoice import (
+from workers.models.synthetic.sensevoice import (
     BPE_MODEL,
     EMOTION_TAGS,
     EVENT_TAGS,
@@ -109,9 +110,7 @@ def test_split_tags_takes_every_tag_out_of_the_text() -> None:
 
 
 def test_one_utterance_equals_funasrs_generate(tiny_sensevoice_model: Path) -> None:
-    engine = SenseVoiceEngine.load(
-        EngineSpec(EngineName.SENSEVOICE, model_dir=str(tiny_sensevoice_model))
-    )
+    engine = SenseVoiceEngine.load(EngineSpec("sensevoice", model_dir=str(tiny_sensevoice_model)))
     model = load_automodel(str(tiny_sensevoice_model), "cpu", 1)
     audio = clip(5, 2.5)
     engine.open_stream(1, StreamOptions(language="en", model_itn=False))
@@ -130,9 +129,7 @@ def test_finals_in_one_step_are_batched_and_equal_generate_alone(
 ) -> None:
     """Utterances ending together share a generate call when they share a language, an ITN
     choice and a length (within 1.25x); every text equals funasr's decode of it alone."""
-    engine = SenseVoiceEngine.load(
-        EngineSpec(EngineName.SENSEVOICE, model_dir=str(tiny_sensevoice_model))
-    )
+    engine = SenseVoiceEngine.load(EngineSpec("sensevoice", model_dir=str(tiny_sensevoice_model)))
     model = load_automodel(str(tiny_sensevoice_model), "cpu", 1)
     calls: list[int] = []
     generate = model.generate
@@ -156,9 +153,7 @@ def test_finals_in_one_step_are_batched_and_equal_generate_alone(
 
 
 def test_an_empty_utterance_has_no_text_and_no_tags(tiny_sensevoice_model: Path) -> None:
-    engine = SenseVoiceEngine.load(
-        EngineSpec(EngineName.SENSEVOICE, model_dir=str(tiny_sensevoice_model))
-    )
+    engine = SenseVoiceEngine.load(EngineSpec("sensevoice", model_dir=str(tiny_sensevoice_model)))
     engine.open_stream(1, StreamOptions())
     (final,) = engine.feed([ChunkItem(1, 0, np.zeros(0, np.int16), True)])
     assert final.final
@@ -168,14 +163,15 @@ def test_an_empty_utterance_has_no_text_and_no_tags(tiny_sensevoice_model: Path)
 
 
 def test_a_sensevoice_directory_resolves_to_its_engine(tiny_sensevoice_model: Path) -> None:
-    resolved = resolve_model(str(tiny_sensevoice_model), "/nonexistent", "offline")
-    assert resolved.engine is EngineName.SENSEVOICE
+    resolved = resolve_model(str(tiny_sensevoice_model), "/nonexistent", Role.OFFLINE)
+    assert resolved.kind.name == "sensevoice"
+    assert select_engine(resolved.kind, "torch") == "sensevoice"
     assert "SenseVoiceSmall" in resolved.description
 
 
 @pytest.fixture(scope="module")
 def exported(tiny_sensevoice_model: Path) -> Path:
-    from workers.models.export_offline import export_offline
+    from workers.models.export.offline import export_offline
 
     export_offline(tiny_sensevoice_model)
     return tiny_sensevoice_model
@@ -184,11 +180,9 @@ def exported(tiny_sensevoice_model: Path) -> Path:
 def test_the_onnx_engine_gives_funasrs_text_alone_and_batched(exported: Path) -> None:
     """funasr's own export under ONNX Runtime: every text and tag equals funasr's PyTorch
     generate on the utterance alone, whether the utterances share a call or not."""
-    from workers.engines.sensevoice_onnx import SenseVoiceOnnxEngine
+    from workers.engines.sensevoice.onnx_engine import SenseVoiceOnnxEngine
 
-    engine = SenseVoiceOnnxEngine.load(
-        EngineSpec(EngineName.SENSEVOICE_ONNX, model_dir=str(exported))
-    )
+    engine = SenseVoiceOnnxEngine.load(EngineSpec("sensevoice-onnx", model_dir=str(exported)))
     model = load_automodel(str(exported), "cpu", 1)
     asked = [("zh", True, 2.0), ("zh", True, 2.2), ("en", False, 3.0), ("auto", True, 0.6)]
     clips = [clip(40 + n, seconds) for n, (_, _, seconds) in enumerate(asked)]
@@ -204,18 +198,18 @@ def test_the_onnx_engine_gives_funasrs_text_alone_and_batched(exported: Path) ->
 def test_the_offline_onnx_runtime_puts_sensevoice_on_its_onnx_engine(exported: Path) -> None:
     from workers.engines import needs_onnx_export, select_engine
 
-    engine = select_engine(EngineName.SENSEVOICE, "paraformer-onnx", str(exported))
-    assert engine is EngineName.SENSEVOICE_ONNX
+    kind = resolve_model(str(exported), "/nonexistent", Role.OFFLINE).kind
+    engine = select_engine(kind, "onnx")
+    assert engine == "sensevoice-onnx"
     assert needs_onnx_export(engine)
-    assert select_engine(EngineName.SENSEVOICE, "paraformer", str(exported)) is (
-        EngineName.SENSEVOICE
-    )
+    assert select_engine(kind, "openvino") == "sensevoice-onnx"  # OpenVINO's line: onnx
+    assert select_engine(kind, "torch") == "sensevoice"
 
 
 def test_an_int8_export_is_refused_in_one_line(exported: Path) -> None:
     """onnxruntime's static quantization fails on SenseVoice's graph: asking for int8 says
     so, rather than serving fp32 under another name."""
-    from workers.models.export_offline import export_offline
+    from workers.models.export.offline import export_offline
 
     with pytest.raises(ValueError, match="fp32 only"):
         export_offline(exported, int8=True)

@@ -6,7 +6,7 @@ import numpy as np
 
 from shared.messages import StreamOptions
 from workers.engines.base import ChunkItem
-from workers.engines.checksum import ChecksumEngine, checksum_text
+from workers.engines.checksum.engine import ChecksumEngine, checksum_text
 
 
 def _item(stream: int, seq: int, values: list[int], final: bool = False) -> ChunkItem:

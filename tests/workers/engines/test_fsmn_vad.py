@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.engines import EngineName
+from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem
-from workers.engines.model_dir import model_class
-from workers.engines.paraformer import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.model_dir import model_class
 from workers.models.resolve import resolve_model
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ AUDIO_PARTS = (("quiet", 0.5), ("speech", 1.5), ("quiet", 1.2), ("speech", 1.0),
 
 def test_the_engine_reports_what_funasr_reports_piece_by_piece(tiny_vad_model: Path) -> None:
     audio = spoken(0, *AUDIO_PARTS)
-    engine = load_engine(EngineSpec(engine=EngineName.FSMN_VAD, model_dir=str(tiny_vad_model)))
+    engine = load_engine(EngineSpec(engine="fsmn-vad", model_dir=str(tiny_vad_model)))
     engine.open_stream(1, StreamOptions())
     reference = load_automodel(str(tiny_vad_model), "cpu", 1)
     cache: dict[str, Any] = {}
@@ -81,7 +81,7 @@ def test_the_engine_reports_what_funasr_reports_piece_by_piece(tiny_vad_model: P
 
 
 def test_a_final_piece_frees_the_stream_and_unknown_streams_fail(tiny_vad_model: Path) -> None:
-    engine = load_engine(EngineSpec(engine=EngineName.FSMN_VAD, model_dir=str(tiny_vad_model)))
+    engine = load_engine(EngineSpec(engine="fsmn-vad", model_dir=str(tiny_vad_model)))
     engine.open_stream(1, StreamOptions())
     audio = spoken(1, ("speech", 0.5))
     (output,) = engine.feed([ChunkItem(1, 0, audio, True)])
@@ -108,9 +108,10 @@ def test_each_kind_refuses_a_model_of_another_kind(
     tiny_vad_model: Path, tiny_punc_model: Path, model_cache: Path
 ) -> None:
     with pytest.raises(WorkerLoadError, match=r"ASR_VAD_MODEL=.*not an FSMN-VAD"):
-        resolve_model(str(tiny_punc_model), str(model_cache), "vad")
+        resolve_model(str(tiny_punc_model), str(model_cache), Role.VAD)
     with pytest.raises(WorkerLoadError, match=r"ASR_MODEL=.*not a streaming Paraformer"):
-        resolve_model(str(tiny_vad_model), str(model_cache), "streaming")
+        resolve_model(str(tiny_vad_model), str(model_cache), Role.STREAMING)
     with pytest.raises(WorkerLoadError, match=r"ASR_PUNC_MODEL=.*not a CT-Transformer"):
-        resolve_model(str(tiny_vad_model), str(model_cache), "punc")
-    assert resolve_model(str(tiny_vad_model), str(model_cache), "vad").engine == "fsmn-vad"
+        resolve_model(str(tiny_vad_model), str(model_cache), Role.PUNCTUATION)
+    resolved = resolve_model(str(tiny_vad_model), str(model_cache), Role.VAD)
+    assert resolved.kind.name == "fsmn-vad"

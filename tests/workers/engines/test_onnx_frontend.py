@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.engines.onnx_frontend import pad_rows
+from workers.engines.runtime.onnx_frontend import pad_rows
 
 
 def test_rows_are_padded_with_zeros_to_the_longest_and_keep_their_lengths() -> None:

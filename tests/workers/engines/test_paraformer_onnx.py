@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.engines import EngineName, Precision
+from shared.engines import Precision
 from shared.messages import EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem
-from workers.engines.onnx_files import OnnxFiles, up_to_date
-from workers.engines.paraformer import ParaformerStreamingEngine
-from workers.engines.paraformer_onnx import ParaformerOnnxEngine
-from workers.engines.paraformer_openvino import ParaformerOpenVinoEngine
-from workers.models.export import export
+from workers.engines.paraformer.streaming import ParaformerStreamingEngine
+from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
+from workers.engines.paraformer.streaming_openvino import ParaformerOpenVinoEngine
+from workers.engines.runtime.onnx_files import OnnxFiles, up_to_date
+from workers.models.export.paraformer import export
 
 pytestmark = pytest.mark.slow
 
@@ -104,10 +104,10 @@ def test_a_changed_model_is_exported_again(tmp_path: Path, exported: Path) -> No
 
 
 def test_the_engines_refuse_a_missing_export(tmp_path: Path) -> None:
-    spec = EngineSpec(EngineName.PARAFORMER_ONNX, model_dir=str(tmp_path))
+    spec = EngineSpec("paraformer-onnx", model_dir=str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"python -m workers\.models\.export"):
         ParaformerOnnxEngine.load(spec)
-    spec = EngineSpec(EngineName.PARAFORMER_OPENVINO, model_dir=str(tmp_path), precision="int8")
+    spec = EngineSpec("paraformer-openvino", model_dir=str(tmp_path), precision="int8")
     with pytest.raises(FileNotFoundError, match=r"int8 QDQ .* --int8 --qdq$"):
         ParaformerOpenVinoEngine.load(spec)
 
@@ -120,7 +120,7 @@ def test_openvino_refuses_a_gpu(exported: Path) -> None:
 # -- fidelity: every test from here runs once per engine ---------------------------------
 
 
-@pytest.fixture(scope="module", params=ENGINES, ids=lambda engine: engine.name.value)
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda engine: engine.name)
 def fp32(request: pytest.FixtureRequest, exported: Path) -> ParaformerOnnxEngine:
     engine: type[ParaformerOnnxEngine] = request.param
     return engine(exported, "fp32", "cpu", 1)
@@ -129,9 +129,7 @@ def fp32(request: pytest.FixtureRequest, exported: Path) -> ParaformerOnnxEngine
 def test_fp32_equals_pytorch_with_look_back_0_chunk_by_chunk(
     exported: Path, fp32: ParaformerOnnxEngine
 ) -> None:
-    torch_engine = ParaformerStreamingEngine.load(
-        EngineSpec(EngineName.PARAFORMER, model_dir=str(exported))
-    )
+    torch_engine = ParaformerStreamingEngine.load(EngineSpec("paraformer", model_dir=str(exported)))
     emitted = 0
     for seed in range(5):
         audio = speech_like(seed, chunks=3 + seed, extra=977 * seed)

@@ -10,10 +10,11 @@ import pytest
 import torch
 import yaml
 
-from workers.engines.paraformer import load_automodel, to_float
-from workers.engines.paraformer_offline import hotword_argument
-from workers.models.synthetic import build_config, build_model_dir, main
-from workers.models.synthetic_base import LARGE_VOCAB
+from workers.engines.paraformer.offline import hotword_argument
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.models.synthetic.__main__ import main
+from workers.models.synthetic.base import LARGE_VOCAB
+from workers.models.synthetic.paraformer import build_config, build_model_dir
 
 REFERENCE = Path(__file__).resolve().parents[4] / "shared" / "reference"
 

@@ -1,0 +1,1 @@
+"""CAM++: speaker embeddings of a file, clustered into who spoke when."""

@@ -1,0 +1,107 @@
+"""CAM++: who spoke when in a file, as funasr's ``generate(spk_model="cam++")`` finds it.
+
+A stream is a whole file; its OPEN command carries the speech regions the VAD found
+(``StreamOptions.speech_regions``). Its audio is buffered in the worker, and at its final
+piece funasr's own pipeline runs on it, step by step as ``AutoModel.inference_with_vad``
+runs it: each region cut into 1.5 s windows every 0.75 s (``sv_chunk``), a CAM++ embedding
+of each window (the model's own ``inference``: fbank, mean removed), the embeddings
+clustered (``ClusterBackend``: none under 20 windows, spectral clustering under 2,048,
+UMAP and HDBSCAN above, similar speakers merged), and the windows' labels turned into
+speaker turns (``postprocess``: merged, overlaps split, turns under 0.7 s given to a
+neighbour). The final result's ``speakers`` are those turns, in ms; its text is empty.
+
+The embeddings are computed ``EMBEDDING_BATCH`` windows at a time, so a long file costs
+the worker its audio and one batch's features, never all of them at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from shared.audio import Samples
+from shared.engines import EngineCapabilities
+from shared.messages import SAMPLE_RATE, EngineSpec, SpeakerTurn
+from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.runtime.funasr_quiet import quiet_funasr
+from workers.engines.table import Answer, Step, engine_error
+from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine
+
+EMBEDDING_BATCH = 64  # windows of 1.5 s per CAM++ forward pass
+SAMPLES_PER_MS = SAMPLE_RATE // 1000
+
+
+class CamppEngine(WholeUtteranceEngine):
+    name = "campplus"
+    # One result at the end, of speaker turns (no text): a whole-utterance engine.
+    capabilities = EngineCapabilities(text_is_delta=True, decodes_at_final=True)
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self._model = model  # funasr's AutoModel of the CAM++ directory
+        with quiet_funasr():
+            from funasr.models.campplus.cluster_backend import ClusterBackend
+
+        # As AutoModel builds it for spk_model, with its default merge threshold.
+        self._cluster = ClusterBackend()
+
+    @classmethod
+    def load(cls, spec: EngineSpec) -> CamppEngine:
+        if spec.model_dir is None:
+            raise ValueError("the campplus engine needs a model directory")
+        return cls(load_automodel(spec.model_dir, spec.device, spec.threads))
+
+    def _answer_finals(self, step: Step[Utterance], finals: list[Final]) -> None:
+        # A file at a time: its windows are batched already, and files seldom end together.
+        for final in finals:
+            try:
+                turns = self.speaker_turns(final.audio, final.options.speech_regions)
+            except Exception as exc:
+                step.fail(final.item.stream_id, engine_error(exc))
+                continue
+            step.answer(final.index, Answer(speakers=turns))
+
+    def speaker_turns(
+        self, audio: Samples, regions: Sequence[tuple[int, int]]
+    ) -> tuple[SpeakerTurn, ...]:
+        """Who spoke when in ``audio``, from the windows of its speech ``regions`` (ms)."""
+        with quiet_funasr():
+            from funasr.models.campplus.utils import postprocess, sv_chunk
+
+        speech = to_float(audio)
+        # As funasr's slice_padding_audio_samples cuts each VAD segment out of the file.
+        segments = [
+            [start / 1000.0, end / 1000.0, speech[start * SAMPLES_PER_MS : end * SAMPLES_PER_MS]]
+            for start, end in regions
+            if start * SAMPLES_PER_MS < len(speech)
+        ]
+        windows = sorted(sv_chunk(segments), key=lambda window: window[0])
+        if not windows:
+            return ()
+        embeddings = np.concatenate(
+            [
+                self._embed([window[2] for window in windows[at : at + EMBEDDING_BATCH]])
+                for at in range(0, len(windows), EMBEDDING_BATCH)
+            ]
+        )
+        import torch
+
+        # A tensor, as funasr passes it: its speaker merging averages in torch's arithmetic.
+        labels = self._cluster(torch.from_numpy(embeddings), oracle_num=None)
+        turns = postprocess(windows, None, labels, embeddings)
+        return tuple(
+            SpeakerTurn(round(start * 1000), round(end * 1000), int(speaker))
+            for start, end, speaker in turns
+        )
+
+    def _embed(self, windows: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+        """CAM++ embeddings of equal-length windows, through the model's own inference."""
+        import torch
+
+        with torch.no_grad():
+            results, _ = self._model.model.inference(
+                data_in=windows, device=self._model.kwargs["device"]
+            )
+        return np.asarray(results[0]["spk_embedding"].cpu().numpy(), dtype=np.float32)

@@ -1,0 +1,1 @@
+"""FunASR's FSMN-VAD: under PyTorch, and under ONNX Runtime with funasr's state machine."""

@@ -1,0 +1,1 @@
+"""FunASR's CT-Transformer punctuation, run inside the offline engines."""

@@ -1,0 +1,2 @@
+"""What the engines share of their runtimes: ONNX files and frontends, torch checkpoints,
+funasr quieted, what a model directory says."""

@@ -1,0 +1,1 @@
+"""SenseVoiceSmall: whole utterances, tagged; under PyTorch and ONNX Runtime."""

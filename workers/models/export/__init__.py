@@ -1,0 +1,1 @@
+"""ONNX exports of the models whose engines run ONNX (``python -m workers.models.export``)."""
