@@ -98,6 +98,7 @@ class WorkerPool:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._state_changed = anyio.Event()
         self._capabilities: EngineCapabilities | None = None
+        self._engine_name: EngineName | None = None  # as the workers call their engine
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -132,6 +133,7 @@ class WorkerPool:
         # Every worker runs the same engine on the same model: the first one speaks for all.
         assert handles[0].ready is not None
         self._capabilities = handles[0].ready.capabilities
+        self._engine_name = handles[0].ready.engine
         self._seats = [Seat(h.index, h.spec, h) for h in handles]
 
     async def supervise(self) -> None:
@@ -351,8 +353,10 @@ class WorkerPool:
 
     @property
     def engine(self) -> EngineName | None:
-        """The engine the workers run (``paraformer-onnx`` when ASR_ENGINE selects it);
-        ``None`` before ``start``."""
+        """The engine the workers run, by the name they report (``paraformer-onnx`` under
+        ASR_RUNTIME=onnx; a user's engine's own ``name``); ``None`` before ``start``."""
+        if self._engine_name is not None:
+            return self._engine_name
         return self._seats[0].spec.engine if self._seats else None
 
     def open_stream(self, options: StreamOptions | None = None) -> AudioStream:

@@ -14,7 +14,7 @@ from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec
 from shared.settings import PoolSettings
 from workers.engines import select_engine
-from workers.engines.kinds import ENGINES
+from workers.engines.kinds import ENGINES, KindRow
 from workers.engines.runtime.onnx_files import punc_up_to_date, up_to_date
 from workers.ipc.os_error import describe
 from workers.models.resolve import ResolvedModel, resolve_model
@@ -25,9 +25,12 @@ logger = logging.getLogger(__name__)
 async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpec]]:
     """The model, ready to load, and one spec per worker; :class:`WorkerLoadError` in one
     line when the model cannot be found, built or exported."""
-    model = await anyio.to_thread.run_sync(
-        resolve_model, settings.model, settings.model_cache_dir, settings.kind
-    )
+    if settings.engine is not None:
+        model = users_model(settings)
+    else:
+        model = await anyio.to_thread.run_sync(
+            resolve_model, settings.model, settings.model_cache_dir, settings.kind
+        )
     punc_model_dir = None
     if settings.punc_model is not None:
         punc = await anyio.to_thread.run_sync(
@@ -52,6 +55,17 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
         for device in settings.worker_devices
     ]
     return model, specs
+
+
+def users_model(settings: PoolSettings) -> ResolvedModel:
+    """The model of a user's engine (``engine = "package.module:Class"``): its ``model`` as
+    given, a directory made absolute, for the engine to make of it what it does; nothing is
+    resolved, built or exported for it."""
+    assert settings.engine is not None
+    path = Path(settings.model).expanduser()
+    model_dir = str(path.resolve()) if path.is_dir() else settings.model
+    kind = KindRow(settings.engine, settings.kind, ())  # what the user's engine says it is
+    return ResolvedModel(kind, model_dir, f"{settings.model} ({settings.engine})")
 
 
 async def ensure_engine_export(

@@ -49,7 +49,8 @@ class Seat:
         return WorkerStatus(
             index=self.index,
             device=self.spec.device,
-            engine=self.spec.engine,
+            # As the worker calls its engine once ready (a user's engine: its own name).
+            engine=self.handle.ready.engine if self.handle.ready else self.spec.engine,
             model=model,
             state=self.handle.state,
             pid=self.handle.pid,
