@@ -110,22 +110,16 @@ class SpeakerTurn:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamResult:
-    """One result of a stream: one per audio piece sent, and a final one at the end.
+class Decoded:
+    """What a decode says: of one audio piece, or of a whole utterance. One payload from the
+    engine's answer to the wire, carried whole (``ChunkOutput``, ``StreamResult``, a whole
+    utterance's decode: ``workers.pool.stream.decode_whole``).
 
-    ``text`` is the new text of this piece for streaming engines (a delta), the whole text
-    for the final result of whole-utterance engines. ``queue_ms`` is the time the piece
-    waited between the parent's send and the worker picking it up; ``compute_ms`` the time
-    of the engine step that processed it (with ``batch_size`` items).
+    ``text``: the new text of the piece for a streaming engine (a delta), the whole text for
+    a whole-utterance engine's final result (``EngineCapabilities.text_is_delta``).
     """
 
-    stream_id: int
-    seq: int
-    text: str
-    is_final: bool
-    queue_ms: float = 0.0
-    compute_ms: float = 0.0
-    batch_size: int = 1
+    text: str = ""
     # Whole-utterance engines whose model predicts them (BiCifParaformer): each token's
     # [start, end] in ms from the start of the stream's audio. Empty otherwise.
     timestamps: tuple[tuple[int, int], ...] = ()
@@ -140,6 +134,32 @@ class StreamResult:
     tags: SpeechTags | None = None
     # A speaker model's final result (CAM++): the stream's speaker turns, in order.
     speakers: tuple[SpeakerTurn, ...] = ()
+
+
+NOTHING = Decoded()  # a piece that said nothing (yet)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """One result of a stream: one per audio piece sent, and a final one at the end.
+
+    ``decoded`` is what the engine said of the piece. ``queue_ms`` is the time the piece
+    waited between the parent's send and the worker picking it up; ``compute_ms`` the time
+    of the engine step that processed it (with ``batch_size`` items).
+    """
+
+    stream_id: int
+    seq: int
+    decoded: Decoded
+    is_final: bool
+    queue_ms: float = 0.0
+    compute_ms: float = 0.0
+    batch_size: int = 1
+
+    @property
+    def text(self) -> str:
+        """The decoded text: what nearly every reader of a result reads."""
+        return self.decoded.text
 
 
 @dataclass(frozen=True, slots=True)

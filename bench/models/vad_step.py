@@ -52,7 +52,7 @@ def run(engine: Engine, audio: list[np.ndarray], first_id: int) -> Run:
             ChunkItem(first_id + s, seq, pcm[start : start + PIECE], final)
             for s, pcm in enumerate(audio)
         ]
-        segments += [output.segments for output in engine.feed(items)]
+        segments += [output.decoded.segments for output in engine.feed(items)]
         steps += 1
     return Run(time.process_time() - cpu, time.perf_counter() - wall, steps, segments)
 

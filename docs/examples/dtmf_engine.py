@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
-from workers.engines.table import Answer, TableEngine
+from workers.engines.table import TableEngine
 
 RATE = 16_000
 ROWS = (697.0, 770.0, 852.0, 941.0)
@@ -98,7 +98,7 @@ class DtmfEngine(TableEngine[_Caller]):
         return self.streams.step(items).each(_hear)
 
 
-def _hear(caller: _Caller, item: ChunkItem) -> Answer:
+def _hear(caller: _Caller, item: ChunkItem) -> Decoded:
     audio = np.concatenate([caller.pending, item.samples.astype(np.float64)])
     whole = len(audio) // BLOCK * BLOCK
     caller.pending = audio[whole:]
@@ -112,4 +112,4 @@ def _hear(caller: _Caller, item: ChunkItem) -> Answer:
         if key is not None and caller.run >= MIN_BLOCKS and not caller.told:
             heard.append(key)
             caller.told = True
-    return Answer("".join(heard))
+    return Decoded("".join(heard))

@@ -310,7 +310,7 @@ class WholeText:
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         if self._speakers and len(self._texts) == len(self._offsets_ms):
-            self._turns = result.speakers or self._turns  # the speaker stream's
+            self._turns = result.decoded.speakers or self._turns  # the speaker stream's
             return []
         self._pieces.append(result.text)
         self._queue_ms += result.queue_ms
@@ -319,9 +319,13 @@ class WholeText:
             offset = self._offsets_ms[len(self._texts)]
             self._texts.append("".join(self._pieces) if self._text_is_delta else result.text)
             self._pieces = []
-            self._timestamps += [(start + offset, end + offset) for start, end in result.timestamps]
-            self._sentences += [stamp_sent(sentence, offset) for sentence in result.sentences]
-            self._tags = self._tags or result.tags
+            self._timestamps += [
+                (start + offset, end + offset) for start, end in result.decoded.timestamps
+            ]
+            self._sentences += [
+                stamp_sent(sentence, offset) for sentence in result.decoded.sentences
+            ]
+            self._tags = self._tags or result.decoded.tags
             self._last = (result, worker)
         return []
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import numpy as np
@@ -28,7 +28,7 @@ from gateway.audio.segment import (
 )
 from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError
-from shared.messages import SentenceStamp, SpeechTags, StreamOptions, StreamResult
+from shared.messages import Decoded, SentenceStamp, StreamOptions
 from workers.pool import WorkerPool
 
 Pcm = bytes | bytearray | memoryview
@@ -44,7 +44,7 @@ async def speech_regions(vad_pool: WorkerPool, pcm: Pcm) -> Speech:
         async def read() -> None:
             nonlocal start
             async for result in stream:
-                for event in vad_events(result.segments):
+                for event in vad_events(result.decoded.segments):
                     match event:
                         case SpeechStarted(at_byte=at):
                             start = at
@@ -79,45 +79,6 @@ async def find_segments(
     else:
         silent = await anyio.to_thread.run_sync(silence_by_energy, pcm, energy_threshold)
     return cut(len(pcm), max_bytes, silent)
-
-
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """A whole utterance's transcript (or a file's, its segments' joined): its text; where
-    the model predicts token times, those (ms, per token) and its sentences
-    (``SentenceStamp``, split at the punctuation before ITN, as ``stamp_sents``); the tags
-    of a model that writes them."""
-
-    text: str
-    timestamps: tuple[tuple[int, int], ...] = ()
-    sentences: tuple[SentenceStamp, ...] = ()
-    tags: SpeechTags | None = None  # a model that tags what it heard (SenseVoice)
-
-
-async def decode_utterance(
-    pool: WorkerPool, audio: npt.NDArray[np.int16], options: StreamOptions
-) -> Decoded:
-    """``audio`` decoded as one utterance on ``pool``, its results gathered as
-    ``WorkerPool.transcribe_with_times`` gathers them (the text: its pieces joined, or the
-    last one for an engine whose text is a running value; the last result's token times
-    and tags), and the last result's sentences too, which the pool's ``Transcript`` does
-    not keep: the file endpoints answer with them."""
-    results: list[StreamResult] = []
-    async with pool.open_stream(options) as stream:
-
-        async def collect() -> None:
-            async for result in stream:
-                results.append(result)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(collect)
-            await stream.finish(audio)
-    if not results:
-        return Decoded("")
-    texts = [result.text for result in results]
-    text = "".join(texts) if pool.text_is_delta else texts[-1]
-    last = results[-1]
-    return Decoded(text, last.timestamps, last.sentences, last.tags)
 
 
 def moved(sentence: SentenceStamp, offset_ms: int) -> SentenceStamp:
@@ -157,7 +118,7 @@ class SegmentDecodes:
         segment = self.segments[index]
         try:
             piece = samples[segment.start // 2 : segment.end // 2]
-            self._results[index] = await decode_utterance(pool, piece, options)
+            self._results[index] = await pool.decode(piece, options)
         except GatewayError as error:
             # Kept for the reader to raise in its turn: one task's failure must not cancel
             # the segments before it, nor reach the caller wrapped in an ExceptionGroup.
@@ -175,7 +136,7 @@ class SegmentDecodes:
             offset = segment.start_ms
             times = tuple((start + offset, end + offset) for start, end in result.timestamps)
             sentences = tuple(moved(sentence, offset) for sentence in result.sentences)
-            transcript = Decoded(result.text, times, sentences, result.tags)
+            transcript = replace(result, timestamps=times, sentences=sentences)
             yield DecodedSegment(index, offset, segment.end // BYTES_PER_MS, transcript)
 
 
@@ -204,7 +165,7 @@ def join_segments(pieces: Sequence[DecodedSegment]) -> Decoded:
     timestamps = tuple(pair for piece in pieces for pair in piece.transcript.timestamps)
     sentences = tuple(sentence for piece in pieces for sentence in piece.transcript.sentences)
     tags = next((p.transcript.tags for p in pieces if p.transcript.tags is not None), None)
-    return Decoded(join_texts(texts), timestamps, sentences, tags)
+    return Decoded(join_texts(texts), timestamps, sentences=sentences, tags=tags)
 
 
 async def transcribe_segments(

@@ -61,7 +61,7 @@ async def speaker_turns(
         async def collect() -> None:
             nonlocal turns
             async for result in stream:
-                turns = result.speakers or turns
+                turns = result.decoded.speakers or turns
 
         async with anyio.create_task_group() as group:
             group.start_soon(collect)

@@ -178,7 +178,7 @@ class SessionStreams:
                 self._held.give(size)
             case AskVad(stream=ref):
                 answer = await bound[ref].receive()
-                return utterance.vad_answered(vad_events(answer.segments))
+                return utterance.vad_answered(vad_events(answer.decoded.segments))
             case FindSegments(pcm=pcm, speech=speech):
                 settings = self._serving.settings
                 segments = await find_segments(

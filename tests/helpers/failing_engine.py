@@ -103,9 +103,9 @@ class FailingChecksumEngine(ChecksumEngine):
 
 def _marked_output(item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
     if _starts_with(item.samples, UNREADABLE):
-        return replace(output, text=_Unreadable(output.text))
+        return replace(output, decoded=replace(output.decoded, text=_Unreadable(output.text)))
     if _starts_with(item.samples, HUGE_RESULT):
-        return replace(output, text=HUGE_TEXT)
+        return replace(output, decoded=replace(output.decoded, text=HUGE_TEXT))
     return output
 
 

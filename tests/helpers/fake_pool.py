@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from shared.messages import StreamOptions, StreamResult
+from shared.messages import Decoded, StreamOptions, StreamResult
 
 
 class FakeStream:
@@ -21,7 +21,7 @@ class FakeStream:
         self.audio = bytearray()  # what was sent and finished with
 
     def give(self, text: str, *, final: bool = False) -> None:
-        self._in.send_nowait(StreamResult(0, 0, text, final))
+        self._in.send_nowait(StreamResult(0, 0, Decoded(text), final))
 
     async def send(self, audio: Any) -> None:
         self.audio += bytes(audio)

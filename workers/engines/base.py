@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities, EngineName
-from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamOptions
+from shared.messages import NOTHING, Decoded, StreamOptions
 
 Timestamps = tuple[tuple[int, int], ...]  # see StreamResult.timestamps
 Segments = tuple[tuple[int, int], ...]  # see StreamResult.segments
@@ -33,18 +33,18 @@ class ChunkItem:
 
 @dataclass(frozen=True, slots=True)
 class ChunkOutput:
-    """The engine's answer to one :class:`ChunkItem`; ``error`` fails just that stream."""
+    """The engine's answer to one :class:`ChunkItem`: what it decoded (``shared.messages
+    .Decoded``, carried whole to the wire), or an ``error`` that fails just that stream."""
 
     stream_id: int
     seq: int
-    text: str
     final: bool
+    decoded: Decoded = NOTHING
     error: str | None = None
-    timestamps: Timestamps = ()
-    segments: Segments = ()
-    sentences: tuple[SentenceStamp, ...] = ()  # see StreamResult.sentences
-    tags: SpeechTags | None = None  # see StreamResult.tags
-    speakers: tuple[SpeakerTurn, ...] = ()  # see StreamResult.speakers
+
+    @property
+    def text(self) -> str:
+        return self.decoded.text
 
 
 class Engine(Protocol):

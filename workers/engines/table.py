@@ -19,25 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags
-from workers.engines.base import ChunkItem, ChunkOutput, Segments, Timestamps
+from shared.messages import NOTHING, Decoded
+from workers.engines.base import ChunkItem, ChunkOutput
 
 StateT = TypeVar("StateT")
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What an engine says to one piece (the table adds whose it is)."""
-
-    text: str = ""
-    timestamps: Timestamps = ()
-    segments: Segments = ()
-    sentences: tuple[SentenceStamp, ...] = ()
-    tags: SpeechTags | None = None
-    speakers: tuple[SpeakerTurn, ...] = ()
-
-
-NOTHING = Answer()
 
 
 def engine_error(exc: Exception) -> str:
@@ -112,20 +97,11 @@ class Step(Generic[StateT]):
             if self._outputs[index] is None and entry is not None:
                 yield index, item, entry.state
 
-    def answer(self, index: int, answer: Answer = NOTHING) -> None:
-        """Answer item ``index``; a final item's stream is dropped."""
+    def answer(self, index: int, decoded: Decoded = NOTHING) -> None:
+        """Answer item ``index`` with what the engine decoded of it (the table adds whose
+        it is); a final item's stream is dropped."""
         item = self.items[index]
-        self._outputs[index] = ChunkOutput(
-            item.stream_id,
-            item.seq,
-            answer.text,
-            item.final,
-            timestamps=answer.timestamps,
-            segments=answer.segments,
-            sentences=answer.sentences,
-            tags=answer.tags,
-            speakers=answer.speakers,
-        )
+        self._outputs[index] = ChunkOutput(item.stream_id, item.seq, item.final, decoded)
         if item.final:
             self._entries.pop(item.stream_id, None)
 
@@ -134,7 +110,7 @@ class Step(Generic[StateT]):
         self._entries.pop(stream_id, None)
         for index, item in enumerate(self.items):
             if item.stream_id == stream_id and self._outputs[index] is None:
-                self._outputs[index] = ChunkOutput(stream_id, item.seq, "", True, error=error)
+                self._outputs[index] = ChunkOutput(stream_id, item.seq, True, error=error)
 
     def outputs(self) -> list[ChunkOutput]:
         """Every item's answer, in order."""
@@ -143,7 +119,7 @@ class Step(Generic[StateT]):
             raise RuntimeError(f"{len(self._outputs) - len(outputs)} pieces were not answered")
         return outputs
 
-    def each(self, decode: Callable[[StateT, ChunkItem], Answer]) -> list[ChunkOutput]:
+    def each(self, decode: Callable[[StateT, ChunkItem], Decoded]) -> list[ChunkOutput]:
         """Answer every item with ``decode`` of its stream's state, one item per call; an
         exception fails that stream only."""
         for index, item, state in self.pending():
@@ -160,7 +136,6 @@ def _unknown_stream_output(item: ChunkItem) -> ChunkOutput:
     return ChunkOutput(
         item.stream_id,
         item.seq,
-        "",
         True,
         error=f"stream {item.stream_id} is not open in this worker (expired or closed)",
     )

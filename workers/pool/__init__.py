@@ -5,6 +5,6 @@
 
 from workers.pool.pool import ResultObserver, WorkerPool
 from workers.pool.seats import WorkerStatus
-from workers.pool.stream import Audio, AudioStream, Transcript
+from workers.pool.stream import Audio, AudioStream
 
-__all__ = ["Audio", "AudioStream", "ResultObserver", "Transcript", "WorkerPool", "WorkerStatus"]
+__all__ = ["Audio", "AudioStream", "ResultObserver", "WorkerPool", "WorkerStatus"]

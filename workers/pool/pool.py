@@ -24,6 +24,7 @@ import anyio.abc
 from shared.engines import EngineCapabilities, EngineName
 from shared.errors import OverCapacityError, ShuttingDownError, WorkerError
 from shared.messages import (
+    Decoded,
     SlotsFreed,
     StreamExpired,
     StreamFailed,
@@ -38,7 +39,7 @@ from workers.models.resolve import ResolvedModel
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.pool.prepare import prepare
 from workers.pool.seats import Seat, WorkerStatus, release_all, seats_health, start_all
-from workers.pool.stream import Audio, AudioStream, Transcript, decode_whole
+from workers.pool.stream import Audio, AudioStream, decode_whole
 
 logger = logging.getLogger(__name__)
 
@@ -379,13 +380,11 @@ class WorkerPool:
 
     async def transcribe(self, audio: Audio, options: StreamOptions | None = None) -> str:
         """Decode a whole utterance and return its text."""
-        return (await self.transcribe_with_times(audio, options)).text
+        return (await self.decode(audio, options)).text
 
-    async def transcribe_with_times(
-        self, audio: Audio, options: StreamOptions | None = None
-    ) -> Transcript:
-        """Decode a whole utterance: its text, and its token times where the model gives
-        them (an offline BiCifParaformer)."""
+    async def decode(self, audio: Audio, options: StreamOptions | None = None) -> Decoded:
+        """Decode a whole utterance: its text, and what else the model says of it (token
+        times, sentences, tags, speakers), as its last result carries it."""
         async with self.open_stream(options) as stream:
             return await decode_whole(stream, audio, text_is_delta=self.text_is_delta)
 

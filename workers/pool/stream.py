@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import replace
 from types import TracebackType
 
 import anyio
@@ -12,7 +12,8 @@ import numpy as np
 from shared.audio import Samples
 from shared.errors import GatewayError, StreamClosedError, WorkerError
 from shared.messages import (
-    SpeechTags,
+    NOTHING,
+    Decoded,
     StreamExpired,
     StreamFailed,
     StreamResult,
@@ -183,17 +184,10 @@ class AudioStream:
         return f"<AudioStream {self.stream_id} on worker {self.worker_index}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    text: str
-    timestamps: tuple[tuple[int, int], ...]  # ms, per token; empty if the model has none
-    tags: SpeechTags | None = None  # a model that tags what it heard (SenseVoice)
-
-
-async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool) -> Transcript:
-    """Send a whole utterance on ``stream`` and gather every result it gives: the text
-    (its pieces joined, or the last one for an engine whose text is a running value) and
-    the last result's token times."""
+async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool) -> Decoded:
+    """Send a whole utterance on ``stream`` and gather every result it gives: the last
+    result's payload whole (token times, sentences, tags, speakers), with the text of them
+    all (their pieces joined, or the last one for an engine whose text is a running value)."""
     results: list[StreamResult] = []
 
     async def collect() -> None:
@@ -204,7 +198,7 @@ async def decode_whole(stream: AudioStream, audio: Audio, *, text_is_delta: bool
         group.start_soon(collect)
         await stream.finish(audio)
     if not results:
-        return Transcript("", ())
+        return NOTHING
     texts = [result.text for result in results]
     text = "".join(texts) if text_is_delta else texts[-1]
-    return Transcript(text, results[-1].timestamps, results[-1].tags)
+    return replace(results[-1].decoded, text=text)

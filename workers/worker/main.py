@@ -205,16 +205,11 @@ def _run_batch(
             StreamResult(
                 output.stream_id,
                 output.seq,
-                output.text,
+                output.decoded,  # whole, as the engine said it
                 output.final,
                 queue_ms=queue_ms,
                 compute_ms=compute_ms,
                 batch_size=len(batch),
-                timestamps=output.timestamps,
-                segments=output.segments,
-                sentences=output.sentences,
-                tags=output.tags,
-                speakers=output.speakers,
             )
         )
     batch.clear()

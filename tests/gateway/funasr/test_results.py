@@ -13,7 +13,7 @@ from gateway.funasr.results import (
     error_message,
     result_message,
 )
-from shared.messages import StreamResult
+from shared.messages import Decoded, StreamResult
 
 
 def test_result_has_funasrs_fields() -> None:
@@ -95,7 +95,14 @@ def test_error_message_keeps_non_ascii_unescaped() -> None:
 
 
 def result(text: str, is_final: bool = False, **fields: Any) -> StreamResult:
-    return StreamResult(stream_id=1, seq=0, text=text, is_final=is_final, **fields)
+    """A result of ``text``; ``fields`` are the payload's (``timestamps=``...) or the
+    result's own (``queue_ms=``...)."""
+    own = {
+        name: fields.pop(name)
+        for name in ("queue_ms", "compute_ms", "batch_size")
+        if name in fields
+    }
+    return StreamResult(1, 0, Decoded(text, **fields), is_final, **own)
 
 
 def test_a_streaming_pass_sends_each_partial_with_text_and_always_its_final() -> None:
@@ -132,9 +139,9 @@ def test_with_timing_a_chunks_result_says_where_its_audio_ends_in_the_utterance(
         chunk_bytes=19200,
         origin_bytes=32000,
     )
-    (second_chunk,) = frames.push(StreamResult(1, 1, "好", False), worker=0)
+    (second_chunk,) = frames.push(StreamResult(1, 1, Decoded("好"), False), worker=0)
     assert json.loads(second_chunk)["audio_end_ms"] == 1000 + 2 * 600
-    (rest,) = frames.push(StreamResult(1, 2, "", True), worker=0)
+    (rest,) = frames.push(StreamResult(1, 2, Decoded(), True), worker=0)
     assert "audio_end_ms" not in json.loads(rest)  # the final piece is not a whole chunk
     untimed = Partials("online", Label("online", "w"), final=True, timing=False)
     (plain,) = untimed.push(result("你"), worker=0)

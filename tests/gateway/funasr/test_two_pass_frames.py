@@ -15,7 +15,7 @@ from gateway.funasr.two_pass_frames import (
     ShownPartials,
     resent_partials,
 )
-from shared.messages import StreamResult
+from shared.messages import Decoded, StreamResult
 
 
 @dataclass
@@ -56,10 +56,12 @@ class Utterance:
         ]
 
     def partial(self, sentence: int, text: str) -> list[str]:
-        return self.partials[sentence].push(StreamResult(sentence, 0, text, False), worker=0)
+        return self.partials[sentence].push(
+            StreamResult(sentence, 0, Decoded(text), False), worker=0
+        )
 
     def offline(self, sentence: int, text: str) -> list[str]:
-        self.texts[sentence].push(StreamResult(sentence, 0, text, True), worker=0)
+        self.texts[sentence].push(StreamResult(sentence, 0, Decoded(text), True), worker=0)
         return self.texts[sentence].finish()
 
 
@@ -165,9 +167,9 @@ def test_timed_partials_are_recorded_with_their_text() -> None:
     shown = ShownPartials()
     label = Label("2pass", "w")
     partials = SentencePartials(shown, 1, label, timing=True, chunk_bytes=1920, origin_bytes=0)
-    (frame,) = partials.push(StreamResult(0, 0, "", False), worker=0)  # timed: sent, no text
+    (frame,) = partials.push(StreamResult(0, 0, Decoded(), False), worker=0)  # timed: sent, no text
     assert json.loads(frame)["text"] == ""
-    partials.push(StreamResult(0, 1, "hi", False), worker=0)
+    partials.push(StreamResult(0, 1, Decoded("hi"), False), worker=0)
     assert shown.settle(0) == "hi"
     assert shown.settle(1) == ""
 

@@ -100,10 +100,10 @@ def test_the_engine_takes_a_file_as_one_stream_and_answers_at_its_end(
     outputs = []
     for seq, piece in enumerate(pieces):
         outputs += engine.feed([ChunkItem(7, seq, piece, final=seq == len(pieces) - 1)])
-    assert [output.speakers for output in outputs[:-1]] == [()] * 4
+    assert [output.decoded.speakers for output in outputs[:-1]] == [()] * 4
     assert outputs[-1].final
     assert outputs[-1].error is None
-    assert outputs[-1].speakers == engine.speaker_turns(audio, funasr_regions)
+    assert outputs[-1].decoded.speakers == engine.speaker_turns(audio, funasr_regions)
     assert engine.active_streams == 0
 
 

@@ -89,7 +89,7 @@ def one_by_one(engine: Engine, streams: list[list[np.ndarray]]) -> list[list[Seg
             (output,) = engine.feed([ChunkItem(s, seq, piece, seq == len(stream) - 1)])
             assert output.error is None
             assert output.text == ""
-            found.append(output.segments)
+            found.append(output.decoded.segments)
         answers.append(found)
     assert engine.active_streams == 0  # each final piece freed its stream
     return answers
@@ -117,7 +117,7 @@ def interleaved(engine: Engine, streams: list[list[np.ndarray]]) -> list[list[Se
         assert [(o.stream_id, o.seq) for o in outputs] == [(i.stream_id, i.seq) for i in items]
         for output in outputs:
             assert output.error is None
-            answers[output.stream_id].append(output.segments)
+            answers[output.stream_id].append(output.decoded.segments)
         step += 1
     assert engine.active_streams == 0
     return answers

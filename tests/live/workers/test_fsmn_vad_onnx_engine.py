@@ -37,12 +37,12 @@ def test_short_and_empty_pieces_and_unknown_streams(tiny_vad_model: Path) -> Non
     audio = spoken(1, ("speech", 0.5))
     short = ChunkItem(1, 0, audio[:500], False)  # less than a stride: it waits
     empty = ChunkItem(2, 0, audio[:0], False)
-    assert [(o.segments, o.error, o.final) for o in engine.feed([short, empty])] == [
+    assert [(o.decoded.segments, o.error, o.final) for o in engine.feed([short, empty])] == [
         ((), None, False),
         ((), None, False),
     ]
     (final,) = engine.feed([ChunkItem(2, 1, audio[:0], True)])  # an empty final piece
-    assert (final.segments, final.error, final.final) == ((), None, True)
+    assert (final.decoded.segments, final.error, final.final) == ((), None, True)
     assert engine.active_streams == 1
     (unknown,) = engine.feed([ChunkItem(2, 2, audio, False)])
     assert unknown.error is not None
@@ -58,8 +58,8 @@ def test_a_stream_that_fails_fails_alone(tiny_vad_model: Path) -> None:
     audio = spoken(2, ("quiet", 0.3), ("speech", 1.0), ("quiet", 1.0))
     alone = load_engine(spec)
     alone.open_stream(1, StreamOptions())
-    expected = [o.segments for o in alone.feed([ChunkItem(1, 0, audio[:8000], False)])]
-    expected += [o.segments for o in alone.feed([ChunkItem(1, 1, audio[8000:], True)])]
+    expected = [o.decoded.segments for o in alone.feed([ChunkItem(1, 0, audio[:8000], False)])]
+    expected += [o.decoded.segments for o in alone.feed([ChunkItem(1, 1, audio[8000:], True)])]
     engine = load_engine(spec)
     engine.open_stream(1, StreamOptions())
     engine.open_stream(2, StreamOptions())
@@ -75,9 +75,9 @@ def test_a_stream_that_fails_fails_alone(tiny_vad_model: Path) -> None:
     assert [o.error is None for o in outputs] == [True, True, False, False]
     assert outputs[2].error is not None
     assert outputs[2].error.startswith("engine error: ValueError")
-    assert outputs[1].segments == outputs[0].segments  # its good piece was answered
+    assert outputs[1].decoded.segments == outputs[0].decoded.segments  # its good piece was answered
     (last,) = engine.feed([ChunkItem(1, 1, audio[8000:], True)])
-    assert [outputs[0].segments, last.segments] == expected
+    assert [outputs[0].decoded.segments, last.decoded.segments] == expected
     assert any(expected)
     assert engine.active_streams == 0
 
@@ -106,7 +106,7 @@ async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: P
 
             async def read() -> None:
                 async for result in stream:
-                    found.extend([beg, end] for beg, end in result.segments)
+                    found.extend([beg, end] for beg, end in result.decoded.segments)
 
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as group:

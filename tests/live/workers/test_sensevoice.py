@@ -117,7 +117,7 @@ def test_one_utterance_equals_funasrs_generate(tiny_sensevoice_model: Path) -> N
     assert engine.feed([ChunkItem(1, 0, audio[:8000], False)])[0].text == ""
     (final,) = engine.feed([ChunkItem(1, 1, audio[8000:], True)])
     text, tags = split_tags(raw_text(model, audio, "en", False))
-    assert (final.text, final.tags) == (text, tags)
+    assert (final.text, final.decoded.tags) == (text, tags)
     assert tags.language == "en"
     assert "<|" not in final.text
     assert final.text
@@ -147,9 +147,11 @@ def test_finals_in_one_step_are_batched_and_equal_generate_alone(
     outputs = engine.feed([ChunkItem(n, 0, audio, True) for n, audio in enumerate(clips)])
     assert sorted(calls) == [1, 1, 1, 2]
     for output, (language, itn, _), audio in zip(outputs, asked, clips, strict=True):
-        assert (output.text, output.tags) == split_tags(raw_text(model, audio, language, itn))
-        assert output.tags is not None
-        assert output.tags.language == language
+        assert (output.text, output.decoded.tags) == split_tags(
+            raw_text(model, audio, language, itn)
+        )
+        assert output.decoded.tags is not None
+        assert output.decoded.tags.language == language
 
 
 def test_an_empty_utterance_has_no_text_and_no_tags(tiny_sensevoice_model: Path) -> None:
@@ -158,7 +160,7 @@ def test_an_empty_utterance_has_no_text_and_no_tags(tiny_sensevoice_model: Path)
     (final,) = engine.feed([ChunkItem(1, 0, np.zeros(0, np.int16), True)])
     assert final.final
     assert final.text == ""
-    assert final.tags is None
+    assert final.decoded.tags is None
     assert final.error is None
 
 
@@ -191,7 +193,9 @@ def test_the_onnx_engine_gives_funasrs_text_alone_and_batched(exported: Path) ->
     outputs = engine.feed([ChunkItem(n, 0, audio, True) for n, audio in enumerate(clips)])
     for output, (language, itn, _), audio in zip(outputs, asked, clips, strict=True):
         assert output.error is None
-        assert (output.text, output.tags) == split_tags(raw_text(model, audio, language, itn))
+        assert (output.text, output.decoded.tags) == split_tags(
+            raw_text(model, audio, language, itn)
+        )
         assert output.text
 
 

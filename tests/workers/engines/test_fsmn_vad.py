@@ -64,7 +64,7 @@ def test_the_engine_reports_what_funasr_reports_piece_by_piece(tiny_vad_model: P
         piece = audio[start : start + step]
         (output,) = engine.feed([ChunkItem(1, seq, piece, False)])
         assert output.text == ""
-        ours.append([list(segment) for segment in output.segments])
+        ours.append([list(segment) for segment in output.decoded.segments])
         theirs.append(funasr_vad(reference, piece, cache))
     assert ours == theirs
     events = [segment for piece in ours for segment in piece]

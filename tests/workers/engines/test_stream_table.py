@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.messages import Decoded
 from workers.engines.base import ChunkItem
-from workers.engines.table import Answer, StreamTable
+from workers.engines.table import StreamTable
 
 AUDIO = np.zeros(4, dtype=np.int16)
 
@@ -19,9 +20,9 @@ def test_each_piece_is_answered_in_order_and_a_final_one_drops_its_stream() -> N
     table.open(1, [])
     table.open(2, [])
 
-    def decode(seen: list[int], item: ChunkItem) -> Answer:
+    def decode(seen: list[int], item: ChunkItem) -> Decoded:
         seen.append(item.seq)
-        return Answer(f"{item.stream_id}:{seen}", segments=((item.seq, -1),))
+        return Decoded(f"{item.stream_id}:{seen}", segments=((item.seq, -1),))
 
     outputs = table.step([_item(1, 0), _item(2, 0), _item(1, 1, final=True)]).each(decode)
     assert [(o.stream_id, o.seq, o.text, o.final) for o in outputs] == [
@@ -29,7 +30,7 @@ def test_each_piece_is_answered_in_order_and_a_final_one_drops_its_stream() -> N
         (2, 0, "2:[0]", False),
         (1, 1, "1:[0, 1]", True),
     ]
-    assert outputs[2].segments == ((1, -1),)
+    assert outputs[2].decoded.segments == ((1, -1),)
     assert 1 not in table
     assert 2 in table
     assert len(table) == 1
@@ -37,7 +38,7 @@ def test_each_piece_is_answered_in_order_and_a_final_one_drops_its_stream() -> N
 
 def test_a_piece_of_a_stream_not_held_is_an_error() -> None:
     table = StreamTable[None]()
-    (output,) = table.step([_item(7, 3)]).each(lambda state, item: Answer("never"))
+    (output,) = table.step([_item(7, 3)]).each(lambda state, item: Decoded("never"))
     assert (output.stream_id, output.seq, output.final) == (7, 3, True)
     assert output.error is not None
     assert "not open" in output.error
@@ -48,10 +49,10 @@ def test_a_failing_stream_loses_its_state_and_every_piece_left_in_the_step() -> 
     table.open(1, None)
     table.open(2, None)
 
-    def decode(state: None, item: ChunkItem) -> Answer:
+    def decode(state: None, item: ChunkItem) -> Decoded:
         if item.stream_id == 1:
             raise RuntimeError("boom")
-        return Answer("fine")
+        return Decoded("fine")
 
     outputs = table.step([_item(1, 0), _item(2, 0), _item(1, 1)]).each(decode)
     assert [(o.stream_id, o.error) for o in outputs] == [
@@ -71,7 +72,7 @@ def test_a_batched_step_answers_as_its_calls_complete() -> None:
     assert [(index, state) for index, _, state in step.pending()] == [(0, "one"), (1, "two")]
     step.fail(1, "the call failed")
     assert [index for index, _, _ in step.pending()] == [1]
-    step.answer(1, Answer("two's text"))
+    step.answer(1, Decoded("two's text"))
     assert [(o.text, o.error) for o in step.outputs()] == [
         ("", "the call failed"),
         ("two's text", None),

@@ -12,7 +12,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from shared.messages import SlotsFreed, StreamResult, WorkerMessage
+from shared.messages import Decoded, SlotsFreed, StreamResult, WorkerMessage
 from workers.ipc.results import ResultReader, unpickle_batch
 
 WAIT_S = 10.0
@@ -42,8 +42,8 @@ def _pipe() -> tuple[Connection, Connection]:
 def test_a_batch_many_times_the_pipe_arrives_whole_from_a_reader_that_never_blocks() -> None:
     receiving, sending = _pipe()
     reader = ResultReader(receiving)
-    big = StreamResult(7, 3, "字" * 400_000, is_final=False)  # 1.2 MB of UTF-8
-    batches = [(big, SlotsFreed((1, 2))), (StreamResult(8, 0, "small", is_final=True),)]
+    big = StreamResult(7, 3, Decoded("字" * 400_000), is_final=False)  # 1.2 MB of UTF-8
+    batches = [(big, SlotsFreed((1, 2))), (StreamResult(8, 0, Decoded("small"), is_final=True),)]
 
     # A writer that blocks whenever the pipe is full, as the worker's Connection does.
     def write() -> None:

@@ -23,10 +23,10 @@ import numpy as np
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities
-from shared.messages import SAMPLE_RATE, EngineSpec, SpeakerTurn
+from shared.messages import SAMPLE_RATE, Decoded, EngineSpec, SpeakerTurn
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.runtime.funasr_quiet import quiet_funasr
-from workers.engines.table import Answer, Step, engine_error
+from workers.engines.table import Step, engine_error
 from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine
 
 EMBEDDING_BATCH = 64  # windows of 1.5 s per CAM++ forward pass
@@ -61,7 +61,7 @@ class CamppEngine(WholeUtteranceEngine):
             except Exception as exc:
                 step.fail(final.item.stream_id, engine_error(exc))
                 continue
-            step.answer(final.index, Answer(speakers=turns))
+            step.answer(final.index, Decoded(speakers=turns))
 
     def speaker_turns(
         self, audio: Samples, regions: Sequence[tuple[int, int]]

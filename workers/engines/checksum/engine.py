@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
-from workers.engines.table import Answer, TableEngine
+from workers.engines.table import TableEngine
 
 
 def checksum_text(samples: int, crc: int) -> str:
@@ -44,9 +44,9 @@ class ChecksumEngine(TableEngine[_ChecksumState]):
         return self.streams.step(items).each(_add)
 
 
-def _add(state: _ChecksumState, item: ChunkItem) -> Answer:
+def _add(state: _ChecksumState, item: ChunkItem) -> Decoded:
     # int16 arrays are little-endian on every platform we run on; astype makes sure.
     data = item.samples.astype("<i2", copy=False).tobytes()
     state.crc = zlib.crc32(data, state.crc)
     state.samples += len(item.samples)
-    return Answer(checksum_text(state.samples, state.crc))
+    return Decoded(checksum_text(state.samples, state.crc))

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import NOTHING, Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.paraformer.streaming import load_automodel, to_float
-from workers.engines.table import NOTHING, Answer, TableEngine
+from workers.engines.table import TableEngine
 
 STRIDE_MS = 60  # funasr's VAD steps through a piece in strides of this; the rest waits
 
@@ -54,7 +54,7 @@ class FsmnVadEngine(TableEngine[_VadStream]):
         # funasr's streaming VAD takes one stream per call: the batch is walked.
         return self.streams.step(items).each(self._segments)
 
-    def _segments(self, stream: _VadStream, item: ChunkItem) -> Answer:
+    def _segments(self, stream: _VadStream, item: ChunkItem) -> Decoded:
         if not len(item.samples) and not item.final:
             return NOTHING
         result = self._model.generate(
@@ -66,4 +66,4 @@ class FsmnVadEngine(TableEngine[_VadStream]):
             disable_pbar=True,
         )
         segments = tuple((int(beg), int(end)) for beg, end in result[0]["value"]) if result else ()
-        return Answer(segments=segments)
+        return Decoded(segments=segments)

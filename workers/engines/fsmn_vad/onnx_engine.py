@@ -36,13 +36,13 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.fsmn_vad.state import Segment, StreamingVad, VadOptions
 from workers.engines.runtime.onnx_files import open_session
 from workers.engines.runtime.onnx_frontend import OnlineFbankFrontend, OnlineFbankState
 from workers.engines.runtime.torch_checkpoint import load_state_dict
-from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.table import TableEngine, engine_error
 
 Floats = npt.NDArray[np.float32]
 Indices = npt.NDArray[np.int64]
@@ -358,7 +358,7 @@ class FsmnVadOnnxEngine(TableEngine[_Stream]):
             for index in entry.items:
                 if index == entry.failed_item:
                     break
-                step.answer(index, Answer(segments=tuple(segments.get(index, ()))))
+                step.answer(index, Decoded(segments=tuple(segments.get(index, ()))))
             if entry.error is not None:
                 step.fail(entry.stream_id, entry.error)
         return step.outputs()

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, SentenceStamp, StreamOptions
+from shared.messages import Decoded, EngineSpec, SentenceStamp, StreamOptions
 from workers.engines.base import Timestamps
 from workers.engines.itn import InverseNormalizer
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.punctuation.ct_transformer import Punctuator, load_punctuator
 from workers.engines.runtime.model_dir import gives_timestamps, supports_hotwords
 from workers.engines.sentences import stamp_sentences
-from workers.engines.table import Answer, Step, engine_error
+from workers.engines.table import Step, engine_error
 from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine, calls
 
 Hotwords = tuple[str, ...]
@@ -106,7 +106,7 @@ class ParaformerOfflineEngine(WholeUtteranceEngine):
             if error is not None:
                 step.fail(final.item.stream_id, error)
             else:
-                step.answer(final.index, Answer(text, times, sentences=sentences))
+                step.answer(final.index, Decoded(text, times, sentences=sentences))
 
     def _decode(
         self, finals: list[Final]

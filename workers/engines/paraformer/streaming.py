@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.runtime.funasr_quiet import quiet_funasr
-from workers.engines.table import Answer, TableEngine
+from workers.engines.table import TableEngine
 
 INT16_SCALE = 32768.0
 
@@ -99,7 +99,7 @@ class ParaformerStreamingEngine(TableEngine[_StreamState]):
     def feed(self, items: Sequence[ChunkItem]) -> list[ChunkOutput]:
         return self.streams.step(items).each(self._decode)
 
-    def _decode(self, state: _StreamState, item: ChunkItem) -> Answer:
+    def _decode(self, state: _StreamState, item: ChunkItem) -> Decoded:
         options = state.options
         result = self._model.generate(
             input=to_float(item.samples),
@@ -110,4 +110,4 @@ class ParaformerStreamingEngine(TableEngine[_StreamState]):
             decoder_chunk_look_back=options.decoder_chunk_look_back,
             disable_pbar=True,
         )
-        return Answer(str(result[0]["text"]) if result else "")
+        return Decoded(str(result[0]["text"]) if result else "")

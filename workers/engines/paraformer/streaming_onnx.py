@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.engines import EngineCapabilities, Precision
-from shared.messages import EngineSpec, StreamOptions
+from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.runtime.onnx_files import (
     INV_TIMESCALES,
@@ -43,7 +43,7 @@ from workers.engines.runtime.onnx_frontend import (
     load_sentence_postprocess,
     position_encoding,
 )
-from workers.engines.table import Answer, TableEngine, engine_error
+from workers.engines.table import TableEngine, engine_error
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class ParaformerOnnxEngine(TableEngine[_Stream]):
                     step.fail(stream_id, engine_error(exc))
         for index, _, _ in step.pending():
             text, _ = self._sentence_postprocess(tokens[index])
-            step.answer(index, Answer(str(text)))
+            step.answer(index, Decoded(str(text)))
         return step.outputs()
 
     def _prepare(self, stream: _Stream, index: int, item: ChunkItem) -> list[_Job]:

@@ -20,9 +20,9 @@ import re
 from typing import Any
 
 from shared.engines import EngineCapabilities
-from shared.messages import EngineSpec, SpeechTags, StreamOptions
+from shared.messages import Decoded, EngineSpec, SpeechTags, StreamOptions
 from workers.engines.paraformer.streaming import load_automodel, to_float
-from workers.engines.table import Answer, Step, engine_error
+from workers.engines.table import Step, engine_error
 from workers.engines.whole_utterance import Final, Utterance, WholeUtteranceEngine, calls
 
 _TAG = re.compile(r"<\|([^|<>]*)\|>")
@@ -84,7 +84,7 @@ class SenseVoiceEngine(WholeUtteranceEngine):
             for final, answer in zip(group, answers, strict=True):
                 step.answer(final.index, answer)
 
-    def _recognise(self, group: list[Final]) -> list[Answer]:
+    def _recognise(self, group: list[Final]) -> list[Decoded]:
         """One ``generate`` call: the group shares a language and an ITN choice."""
         options = group[0].options
         results = self._model.generate(
@@ -97,7 +97,7 @@ class SenseVoiceEngine(WholeUtteranceEngine):
         answers = []
         for result in results:
             text, tags = split_tags(str(result.get("text", "")))
-            answers.append(Answer(text, tags=tags))
+            answers.append(Decoded(text, tags=tags))
         return answers
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from shared.engines import Precision
-from shared.messages import EngineSpec
+from shared.messages import Decoded, EngineSpec
 from workers.engines.paraformer.streaming import to_float
 from workers.engines.runtime.onnx_files import OfflineOnnxFiles, open_session, require_export
 from workers.engines.runtime.onnx_frontend import UtteranceFrontend, pad_rows
@@ -29,7 +29,6 @@ from workers.engines.sensevoice.engine import (
     SenseVoiceEngine,
     split_tags,
 )
-from workers.engines.table import Answer
 from workers.engines.whole_utterance import Final
 
 BLANK_ID = 0
@@ -68,7 +67,7 @@ class SenseVoiceOnnxEngine(SenseVoiceEngine):
         require_export(model_dir, spec.precision)
         return cls(model_dir, spec.precision, spec.device, spec.threads)
 
-    def _recognise(self, group: list[Final]) -> list[Answer]:
+    def _recognise(self, group: list[Final]) -> list[Decoded]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in group]
         speech, lengths = pad_rows(features)
@@ -88,5 +87,5 @@ class SenseVoiceOnnxEngine(SenseVoiceEngine):
             merged = best[np.insert(best[1:] != best[:-1], 0, True)] if len(best) else best
             ids = [int(i) for i in merged if i != BLANK_ID]
             text, tags = split_tags(str(self._pieces.decode(ids)))
-            answers.append(Answer(text, tags=tags))
+            answers.append(Decoded(text, tags=tags))
         return answers

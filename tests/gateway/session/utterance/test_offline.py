@@ -23,7 +23,7 @@ from gateway.session.utterance.actions import (
     ReleaseAudio,
 )
 from shared.errors import ProtocolError
-from shared.messages import SentenceStamp, SpeakerTurn, StreamResult
+from shared.messages import Decoded, SentenceStamp, SpeakerTurn, StreamResult
 from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
@@ -144,9 +144,9 @@ def test_whole_text_with_speakers_labels_each_sentence_from_the_last_streams_tur
     )
     sentence = SentenceStamp("a b", "。", 100, 900, ((100, 500), (500, 900)))
     later = SentenceStamp("c", "", 1500, 1900, ((1500, 1900),))
-    frames.push(StreamResult(1, 0, "ab。c", True, sentences=(sentence, later)), 0)
+    frames.push(StreamResult(1, 0, Decoded("ab。c", sentences=(sentence, later)), True), 0)
     turns = (SpeakerTurn(0, 1000, 0), SpeakerTurn(1000, 2000, 1))
-    frames.push(StreamResult(2, 0, "", True, speakers=turns), 1)
+    frames.push(StreamResult(2, 0, Decoded(speakers=turns), True), 1)
     (frame,) = frames.finish()
     message = json.loads(frame)
     assert message["text"] == "ab。c"

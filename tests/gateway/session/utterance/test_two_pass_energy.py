@@ -9,7 +9,7 @@ from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Partials, WholeText
 from gateway.session.utterance import utterance_for
 from gateway.session.utterance.actions import Action, HoldAudio, Pool, RelayResults, ReleaseAudio
-from shared.messages import StreamResult
+from shared.messages import Decoded, StreamResult
 from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened, quiet
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5))  # 1920-byte chunks
@@ -76,8 +76,8 @@ def test_offline_passes_are_relayed_behind_the_next_sentences_partials() -> None
     passes = relays(actions)
     assert [r.frames.background for r in passes] == [False, True, False, True]
     first_offline, second_partials = passes[1].frames, passes[2].frames
-    second_partials.push(StreamResult(0, 0, "later", False), worker=0)
-    first_offline.push(StreamResult(0, 0, "first.", True), worker=0)
+    second_partials.push(StreamResult(0, 0, Decoded("later"), False), worker=0)
+    first_offline.push(StreamResult(0, 0, Decoded("first."), True), worker=0)
     offline, resent = (json.loads(frame) for frame in first_offline.finish())
     assert (offline["mode"], offline["text"]) == ("2pass-offline", "first.")
     assert (resent["mode"], resent["text"], resent["resent"]) == ("2pass-online", "later", True)
@@ -98,7 +98,7 @@ def test_offline_timestamps_count_from_the_start_of_the_utterance() -> None:
     utterance.start()
     actions = utterance.audio(loud(600) + quiet(300) + quiet(900) + loud(600) + quiet(300))
     second = [r.frames for r in relays(actions) if r.frames.mode == "2pass-offline"][1]
-    second.push(StreamResult(0, 0, "text", True, timestamps=((0, 100),)), worker=0)
+    second.push(StreamResult(0, 0, Decoded("text", timestamps=((0, 100),)), True), worker=0)
     (frame,) = second.finish()
     # The second sentence starts at 900 ms, its offline pass 900 ms later less the preroll.
     assert json.loads(frame)["timestamp"] == "[[1500,1600]]"
