@@ -43,8 +43,8 @@ from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
 from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.metrics import GatewayMetrics
-from gateway.openai_api import realtime as openai_realtime
 from gateway.openai_api import transcriptions as openai_transcriptions
+from gateway.openai_api.realtime.dialect import serve_realtime
 from gateway.ops import status
 from gateway.ops.agent import DEFAULT_HOST, Capacity, serve_agent
 from gateway.ops.gpu_memory import GpuMemory
@@ -57,7 +57,7 @@ from gateway.ops.signals import SignalDrain
 from gateway.pools import ModelLoadError, served_models
 from gateway.session.closing import CLOSE_GRACE_S
 from gateway.session.entry import serve_websocket
-from gateway.session.resumes import ResumableSessions
+from gateway.session.resume.resumes import ResumableSessions
 from gateway.session.serving import ServedModel, Serving
 from gateway.settings import GatewaySettings
 from shared.gc_tuning import latency_tuned_gc
@@ -338,7 +338,7 @@ class Gateway:
         return await openai_transcriptions.list_models(self._serving, request)
 
     async def _openai_realtime(self, websocket: WebSocket) -> None:
-        await openai_realtime.serve_realtime(self._serving, websocket, self.metrics)
+        await serve_realtime(self._serving, websocket, self.metrics)
 
 
 def _first_error(exc: BaseException) -> str:

@@ -130,8 +130,8 @@ class GatewaySettings:
     admission_queue: int | None = table.ADMISSION_QUEUE.default
     # shared.gc_tuning: freeze the start-up heap, rarer collections.
     gc_tuning: bool = table.GC_TUNING.default
-    # Resumable sessions (gateway.session.resumes): how long a dropped one waits for its client, how
-    # many may wait at once, and the name resume tokens give this replica.
+    # Resumable sessions (gateway.session.resume.resumes): how long a dropped one waits for
+    # its client, how many may wait at once, and the name resume tokens give this replica.
     resume_window_s: float = table.RESUME_WINDOW.default
     # Scale-out (deploy/): the balancer is told of a drain this long before it starts,
     # and may read the free places from an agent-check port.

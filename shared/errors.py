@@ -69,8 +69,9 @@ class StreamClosedError(GatewayError):
     close_code = CLOSE_INTERNAL_ERROR
 
 
-# Resume failures (gateway.session.resumes): close codes in the private range (4000-4999), named
-# after the HTTP status that means the same, so that a client can tell them apart.
+# Resume failures (gateway.session.resume.resumes): close codes in the private range
+# (4000-4999), named after the HTTP status that means the same, so that a client can tell
+# them apart.
 CLOSE_RESUME_INVALID = 4400
 CLOSE_RESUME_FORBIDDEN = 4403
 CLOSE_RESUME_EXPIRED = 4404

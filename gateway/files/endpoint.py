@@ -33,9 +33,9 @@ from gateway.funasr.speaker_labels import turns_json
 from gateway.limits.access import check_handshake
 from gateway.limits.admission import Place
 from gateway.metrics import GatewayMetrics
-from gateway.session.long_audio import pcm_of, speech_regions, transcribe_long
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import speakers_of, with_speaker_turns
+from gateway.whole.long_audio import pcm_of, speech_regions, transcribe_long
+from gateway.whole.speakers import speakers_of, with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import Decoded, SpeakerTurn, StreamOptions
 

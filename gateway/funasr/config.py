@@ -54,7 +54,7 @@ class SessionConfig:
     # Ours, opt-in: a result for every model chunk, even with empty text, so that a
     # benchmark can time each chunk by its ``seq``.
     timing: bool = False
-    # Ours, opt-in (gateway.session.resumes): the session survives a dropped connection.
+    # Ours, opt-in (gateway.session.resume.resumes): the session survives a dropped connection.
     resumable: bool = False
     # Ours: the served model to use (ASR_MODELS' names; None: the URL's ?model=, else the
     # default). FunASR's clients never send it.

@@ -1,7 +1,7 @@
 """A file's transcript in OpenAI's response formats (sans I/O): ``json``, ``text``, ``srt``,
 ``vtt``, ``verbose_json``, and the streamed events of ``stream=true``.
 
-A file comes as its decoded segments (``gateway.session.long_audio``: cut at pauses, each at most
+A file comes as its decoded segments (``gateway.whole.long_audio``: cut at pauses, each at most
 ``ASR_MAX_SEGMENT_SECONDS``; a short file is one). Where the model gives sentences (token
 times: a BiCifParaformer or SeACo-Paraformer; split at a punctuation model's marks), each
 sentence becomes a subtitle cue and a ``verbose_json`` segment, timed by its first token's

@@ -41,7 +41,7 @@ field                       here
 ``stream``                  ``true``: server-sent events, whatever ``response_format`` says
                             (below)
 ``speakers`` (``spk``)      ours, funasr-server's ``spk``: ``verbose_json``'s segments each get
-                            a ``speaker`` (CAM++, ``gateway.session.speakers``); a 400 with
+                            a ``speaker`` (CAM++, ``gateway.whole.speakers``); a 400 with
                             ``stream=true`` or from a model with no ASR_SPEAKER_MODEL
 =========================== ========================================================================
 
@@ -106,7 +106,8 @@ from gateway.openai_api.formats import (
     render,
     sse,
 )
-from gateway.session.long_audio import (
+from gateway.session.serving import ServedModel, Serving
+from gateway.whole.long_audio import (
     DecodedSegment,
     decode_segments,
     file_segments,
@@ -115,8 +116,7 @@ from gateway.session.long_audio import (
     speech_regions,
     transcribe_segments,
 )
-from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import with_speaker_turns
+from gateway.whole.speakers import with_speaker_turns
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool

@@ -15,7 +15,7 @@ import logging
 import re
 
 from gateway.limits.access import TOKEN_QUERY_PARAMETER
-from gateway.session.resumes import RESUME_QUERY_PARAMETER
+from gateway.session.resume.resumes import RESUME_QUERY_PARAMETER
 
 SECRET_PARAMETERS = (RESUME_QUERY_PARAMETER, TOKEN_QUERY_PARAMETER)
 REDACTED = "REDACTED"

@@ -18,7 +18,7 @@ from gateway.funasr.parser import ResumeRequested
 from gateway.limits.access import Refusal, check_handshake
 from gateway.metrics import GatewayMetrics
 from gateway.session.closing import close_reason, close_with_error
-from gateway.session.resumes import ResumeQuery, owner_of, resume_query
+from gateway.session.resume.resumes import ResumeQuery, owner_of, resume_query
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.session import Session
 from shared.errors import (

@@ -13,7 +13,7 @@ from gateway.limits.budget import AudioBudget
 from gateway.limits.model_places import ModelPlaces
 from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.models.table import OPENAI_MODELS, model_id
-from gateway.session.resumes import ResumableSessions
+from gateway.session.resume.resumes import ResumableSessions
 from gateway.settings import GatewaySettings
 from shared.errors import UnknownModelError
 from workers.pool import WorkerPool
@@ -54,7 +54,7 @@ class Serving:
     clients: ClientSessions
     transcriptions: TranscriptionLimiter
     budget: AudioBudget  # the audio all sessions hold in this process
-    resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resumes)
+    resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resume.resumes)
 
     def model(self, name: str | None) -> ServedModel:
         """The model ``name`` names (None: the default), or ``UnknownModelError``."""

@@ -2,7 +2,8 @@
 the connections it is served on, each connection its own task group of a reader and a
 sender::
 
-    reader:    ws frames -> ProtocolParser -> FrameGatherer -> [events, bounded] -> forwarder
+    reader:    ws frames -> SessionReader (gateway.session.reader: the parser, the limits,
+               the gatherer) -> [events, bounded] -> forwarder
     sender:    [outbox] -> ws frames
 
 Every hand-off is bounded: a slow worker makes ``AudioStream.send`` wait, which fills the
@@ -13,7 +14,7 @@ makes ``send`` wait the same way.
 
 A session lives as long as its first connection, unless it is resumable: then a dropped
 connection ends only its own task group, and the session parks until a resume hands it the
-next one (``gateway.session.resumability`` says how).
+next one (``gateway.session.resume.resumability`` says how).
 
 The first task to fail decides how the session ends: an error frame and its close code
 (``GatewayError``), or nothing at all when the client has gone.
@@ -27,40 +28,30 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
-from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.funasr.parser import (
     ConfigReceived,
     Event,
     ParserState,
-    ProtocolParser,
     ResumeRequested,
 )
 from gateway.funasr.results import ack_message
-from gateway.limits.session_limits import SessionLimits
 from gateway.metrics import GatewayMetrics
 from gateway.session import transport
 from gateway.session.closing import CLOSE_GRACE_S, close_with_error
-from gateway.session.gather import FrameGatherer
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
-from gateway.session.resumability import Resumability
-from gateway.session.resume_token import TokenClaim
-from gateway.session.resumes import Attachment
+from gateway.session.reader import EVENT_BUFFER, ClientGone, SessionReader
+from gateway.session.resume.resumability import Resumability
+from gateway.session.resume.resumes import Attachment
+from gateway.session.resume.token import TokenClaim
 from gateway.session.serving import ServedModel, Serving
 from shared.errors import GatewayError, ProtocolError, ResumeExpiredError, ShuttingDownError
 
 logger = logging.getLogger(__name__)
 
-EVENT_BUFFER = 5  # parsed events (up to ASR_MAX_FRAME_BYTES each) read ahead
-MAX_EVENTS_PER_FRAME = 3  # an update and an end, after audio held back (session.gather)
-CLEAN_CLOSE_CODES = (1000, 1001)
 ACK_INTERVAL_S = 1.0  # a resumable session's acks, while its audio comes in
-
-
-class _ClientGone(Exception):
-    """The client closed the connection or dropped it: nobody to tell anything."""
 
 
 class Session:
@@ -85,18 +76,20 @@ class Session:
         self._metrics = metrics
         self._owner = owner
         self._client = client
-        self._parser = ProtocolParser(settings.max_frame_bytes, settings.max_text_bytes)
         self._events_in, events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
-        self._gatherer = FrameGatherer(settings.max_frame_bytes)
         self._outbox = Outbox()
         self._pipeline = Pipeline(serving, events, self._outbox, self._utterance_done, model)
-        self._open_utterances = 0  # configs received whose final result is not sent yet
-        self._utterances = 0  # configs received
-        self._idle_scope: anyio.CancelScope | None = None
+        self._reader = SessionReader(
+            settings,
+            metrics,
+            self._events_in,
+            lambda: self._pipeline.event_taken,
+            self._become_resumable,
+        )
+        self._parser = self._reader.parser
         self._group: anyio.abc.TaskGroup | None = None
         self._ended = False
         self._error: GatewayError | None = None
-        self._limits = SessionLimits(settings, anyio.current_time())
         self._resume_instead: ResumeRequested | None = None
         # The connection being served: its task group, whether it is still there, whether
         # the server's WebSocket layer closed it (a protocol error, no pong in time).
@@ -169,7 +162,7 @@ class Session:
             await task()
         except GatewayError as exc:
             self._end(exc)
-        except (_ClientGone, WebSocketDisconnect):
+        except (ClientGone, WebSocketDisconnect):
             self._end(None)
         except Exception as exc:
             logger.exception("session task %s failed", getattr(task, "__name__", task))
@@ -203,13 +196,13 @@ class Session:
                 self._attachment.released.set()  # its endpoint may return
                 self._attachment = None
             if self._resumability is None:
-                raise _ClientGone
+                raise ClientGone
             if self._left:
-                raise _ClientGone  # a close frame: the client is done with the session
+                raise ClientGone  # a close frame: the client is done with the session
             attachment = await self._resumability.next_connection(self._metrics)
             if attachment is None:
                 self._forget()  # expired from now: the session is closing
-                raise _ClientGone
+                raise ClientGone
             self._websocket, self._attachment = attachment.websocket, attachment
             self._live, self._closed_under, self._resumed = True, False, True
             # Checked in attach; raises if the old connection's sender let frames go since.
@@ -229,7 +222,7 @@ class Session:
         (``_serve_connections``) whether it goes on."""
         try:
             await task()
-        except (_ClientGone, WebSocketDisconnect):
+        except (ClientGone, WebSocketDisconnect):
             self._lose_connection()
         except anyio.BrokenResourceError:
             pass  # the forwarder has stopped: the session is ending
@@ -281,7 +274,7 @@ class Session:
         assert self._resumability is not None
         return self._resumability.session_frame(
             resumed=self._resumed,
-            utterance=self._utterances,
+            utterance=self._reader.utterances,
             samples=self._parser.samples_taken,
             input_ended=self._parser.state is ParserState.ENDED,
             newest_result=self._outbox.newest,
@@ -290,12 +283,15 @@ class Session:
     # -- reader -----------------------------------------------------------------------
 
     async def _read(self) -> None:
+        reader = self._reader
         try:
             while True:
-                # Room for a frame's events first: a frame taken is queued at once, so a
-                # lost connection loses nothing, and nothing waits on the forwarder after.
-                await self._room_for_a_frame()
-                events = await self._receive_events()
+                await reader.room_for_a_frame()
+                try:
+                    events = await reader.receive(self._websocket, self._heard)
+                except ClientGone as gone:
+                    self._left = gone.left
+                    raise
                 resumes = [event for event in events if isinstance(event, ResumeRequested)]
                 if resumes:
                     self._resume_instead = resumes[0]
@@ -304,70 +300,21 @@ class Session:
                 configs = any(isinstance(event, ConfigReceived) for event in events)
                 if configs and self._admission.draining.is_set():
                     await self._refuse_utterance()
-                self._note(events)
-                self._queue(self._gatherer.gather(events))
+                reader.take(events)
                 # Nothing of the frame stays here: a session ends by cancellation, and its
                 # tracebacks keep frames' locals until the (rarely run) cyclic collector.
                 events = []
         finally:  # audio held back is the session's, not the connection's
-            self._queue(self._gatherer.flush())
+            reader.flush()
 
-    def _note(self, events: list[Event]) -> None:
-        """Count what the events start and spend."""
-        audio_fs = self._parser.session_config.audio_fs
-        for event in events:
-            if isinstance(event, ConfigReceived):
-                self._open_utterances += 1
-                self._utterances += 1
-                self._metrics.utterances.labels(event.config.mode).inc()
-            self._limits.event(event, audio_fs, anyio.current_time())
-
-    def _queue(self, events: list[Event]) -> None:
-        """What the parser took, the session has: the forwarder takes events whatever
-        happens to the connection."""
-        for event in events:
-            if isinstance(event, ConfigReceived) and event.config.resumable:
-                self._become_resumable()
-            self._events_in.send_nowait(event)
-
-    async def _room_for_a_frame(self) -> None:
-        room = EVENT_BUFFER - MAX_EVENTS_PER_FRAME
-        while self._events_in.statistics().current_buffer_used > room:
-            await self._pipeline.event_taken.wait()
-
-    async def _receive_events(self) -> list[Event]:
-        """The client's next frame, within the limits' deadline, parsed against the frame
-        cap and rate."""
-        owed = self._parser.state is ParserState.ENDED and self._open_utterances > 0
-        deadline = self._limits.next_frame(self._parser.state, owed)
-        message: Message | None = None
-        with anyio.CancelScope(deadline=deadline.at) as scope:
-            self._idle_scope = scope
-            message = await self._websocket.receive()
-        self._idle_scope = None
-        if message is None:
-            raise ProtocolError(deadline.why)
-        if message["type"] == "websocket.disconnect":
-            # A close frame (1000, or 1001 from a page going away) ends a resumable session
-            # too; a connection lost without one (1006) parks it.
-            self._left = message.get("code") in CLEAN_CLOSE_CODES
-            raise _ClientGone
+    def _heard(self) -> None:
         if self._resumability is not None:
             self._resumability.heard()
-        parser, now = self._parser, anyio.current_time()
-        text, data = message.get("text"), message.get("bytes")
-        if text is not None:
-            self._limits.frame(None, parser.session_config.audio_fs, now, len(text))
-            return parser.receive_text(text)
-        if data is not None:
-            self._limits.frame(len(data), parser.session_config.audio_fs, now)
-            return parser.receive_bytes(data)
-        return []
 
     async def _refuse_utterance(self) -> None:
         """No new utterance while draining; the ones still owed their results get them
         first (the writer closes the session after the last), within the drain timeout."""
-        if not self._open_utterances:
+        if not self._reader.open_utterances:
             raise ShuttingDownError("the server is shutting down; reconnect later")
         await anyio.sleep_forever()
 
@@ -383,10 +330,10 @@ class Session:
             if self._session_frame_due:
                 self._session_frame_due = False
                 await self._send(self._session_frame())
-                acked = (self._utterances, self._parser.samples_taken)
+                acked = (self._reader.utterances, self._parser.samples_taken)
             resumable = self._resumability is not None
             if resumable and (outbox.next_unsent() is not None or anyio.current_time() >= next_ack):
-                taken = (self._utterances, self._parser.samples_taken)
+                taken = (self._reader.utterances, self._parser.samples_taken)
                 if taken != acked:
                     await self._send(ack_message(utterance=taken[0], samples=taken[1]))
                     acked = taken
@@ -397,7 +344,7 @@ class Session:
                 await self._send(text)
                 outbox.sent(number)
                 continue
-            if self._admission.draining.is_set() and not self._open_utterances:
+            if self._admission.draining.is_set() and not self._reader.open_utterances:
                 # Everything owed is sent: a resume that came for it during the drain too.
                 raise ShuttingDownError("the server is shutting down; reconnect later")
             wait = next_ack - anyio.current_time() if resumable else math.inf
@@ -412,29 +359,26 @@ class Session:
             sent = await transport.send_within(self._websocket, text, timeout)
         except transport.ClosedUnderUs:
             self._closed_under = True
-            raise _ClientGone from None
+            raise ClientGone from None
         except transport.ConnectionLost:
-            raise _ClientGone from None
+            raise ClientGone from None
         if not sent:
             if self._resumability is not None:
                 # A client that reads nothing may be behind a dead connection: drop it and
                 # let the client come back for its results.
                 transport.abort(self._websocket)
-                raise _ClientGone
+                raise ClientGone
             raise ProtocolError(f"the client read no result for {timeout:g} s (ASR_SEND_TIMEOUT)")
 
     def _utterance_done(self) -> None:
-        self._open_utterances -= 1
-        if self._open_utterances:
+        self._reader.open_utterances -= 1
+        if self._reader.open_utterances:
             return
         if self._admission.draining.is_set():
             if self._live:
                 raise ShuttingDownError("the server is shutting down; reconnect later")
             return  # parked: a resume within the drain timeout gets the results first
-        self._limits.results_sent(anyio.current_time())
-        if self._idle_scope is not None:
-            # The reader may be waiting untimed, as it did while we owed the client a result.
-            self._idle_scope.deadline = self._limits.next_frame(self._parser.state, False).at
+        self._reader.results_sent()
 
     # -- drain ------------------------------------------------------------------------
 
@@ -444,7 +388,7 @@ class Session:
         await self._admission.draining.wait()
         # A parked session with results still to send waits for its resume (the sender
         # closes once it has sent them), up to the drain timeout.
-        if not self._open_utterances and (self._live or not self._outbox.unsent()):
+        if not self._reader.open_utterances and (self._live or not self._outbox.unsent()):
             raise ShuttingDownError("the server is shutting down; reconnect later")
         await self._admission.expired.wait()
         raise ShuttingDownError("the server is shutting down; the drain timeout has passed")

@@ -20,9 +20,7 @@ from anyio.abc import ObjectSendStream
 from gateway.funasr.results import Label, ResultFrames
 from gateway.limits.admission import Place
 from gateway.limits.budget import HeldAudio
-from gateway.session.long_audio import find_segments, speech_regions
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.speakers import speaker_regions
 from gateway.session.utterance import Utterance, UtteranceSettings
 from gateway.session.utterance.actions import (
     Action,
@@ -39,7 +37,9 @@ from gateway.session.utterance.actions import (
     SendAudio,
     StreamRef,
 )
-from gateway.session.vad import vad_events
+from gateway.whole.long_audio import find_segments, speech_regions
+from gateway.whole.speakers import speaker_regions
+from gateway.whole.vad import vad_events
 from shared.errors import ProtocolError
 from workers.pool import AudioStream, WorkerPool
 

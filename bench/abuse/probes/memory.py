@@ -21,7 +21,7 @@ from bench.abuse.probes.model import AttackFn, Measured, Probe, Verdict
 from bench.abuse.probes.parked import LONG_NAME, PARKED_SHARE, park_one, results_session
 from bench.abuse.probes.places import REALTIME
 from gateway.session.outbox import RESUME_BYTES, UNSENT_BYTES
-from gateway.session.session import EVENT_BUFFER
+from gateway.session.reader import EVENT_BUFFER
 from shared.settings_table import MAX_FRAME_BYTES as FRAME_SETTING
 
 OUTBOX_ENV = {

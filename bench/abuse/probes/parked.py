@@ -19,7 +19,7 @@ from bench.abuse.probes.clients import CHUNK_600MS, Ws, config, now, open_ws
 from bench.abuse.probes.context import Context
 from bench.abuse.probes.model import Judge, Measured, Probe, Verdict
 from gateway.session.outbox import RESUME_BYTES, UNSENT_BYTES, held_bytes
-from gateway.session.resumability import RESUME_BURST
+from gateway.session.resume.resumability import RESUME_BURST
 
 PARKED_SHARE = 8  # ASR_MAX_PARKED_PER_CLIENT's default
 PARKED_ALL = 64  # ASR_MAX_PARKED_SESSIONS' default

@@ -96,7 +96,7 @@ class AskVad:
 @dataclass(frozen=True, slots=True)
 class FindSegments:
     """Question: where to cut ``pcm`` (longer than ASR_MAX_SEGMENT_SECONDS) into segments,
-    at pauses (``gateway.session.long_audio.find_segments``): those of ``speech`` where the
+    at pauses (``gateway.whole.long_audio.find_segments``): those of ``speech`` where the
     VAD was asked already; answered with ``Offline.segments_found``."""
 
     pcm: Pcm

@@ -13,7 +13,7 @@ from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Label
 from gateway.session.utterance.actions import Action
-from gateway.session.vad import VadEvent
+from gateway.whole.vad import VadEvent
 from shared.messages import SAMPLE_RATE
 
 

@@ -6,7 +6,7 @@ question) before the next. A piece goes once it is whole (``piece_bytes``: at mo
 ``VAD_PIECE_BYTES``, a whole fraction of a model chunk, so that each chunk is complete at
 the end of a piece and waits for nothing), or at the end. (Sent as each frame came,
 FunASR's 60 ms frames were each a VAD step and a round trip of their own.) A sentence ends
-after the piece in which the VAD saw its end (``gateway.session.vad``), or once it reaches
+after the piece in which the VAD saw its end (``gateway.whole.vad``), or once it reaches
 ASR_MAX_SEGMENT_SECONDS without one, as FunASR's VAD ends one at
 ``max_single_segment_time``; the next then starts mid-speech.
 """
@@ -27,7 +27,7 @@ from gateway.session.utterance.actions import (
 )
 from gateway.session.utterance.base import UtteranceSettings
 from gateway.session.utterance.two_pass import TwoPass
-from gateway.session.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, VadEvent
+from gateway.whole.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted, VadEvent
 
 
 def piece_bytes(chunk_bytes: int) -> int:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
-from gateway.openai_api.realtime_events import (
+from gateway.openai_api.realtime.config import RealtimeEventError, RealtimeSettings
+from gateway.openai_api.realtime.events import (
     AudioAppended,
     BufferCleared,
     SessionUpdate,
     parse_client_event,
 )
-from gateway.openai_api.realtime_server_events import session_object
+from gateway.openai_api.realtime.server_events import session_object
 from shared.errors import FrameTooLargeError
 
 MIB = 1 << 20

@@ -12,11 +12,11 @@ import soundfile
 
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.g711 import G711_TABLES
-from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings, TurnDetection
-from gateway.openai_api.realtime_events import AudioAppended, SessionUpdate, parse_client_event
-from gateway.openai_api.realtime_server_events import EventIds, session_object
-from gateway.openai_api.realtime_transcripts import Transcripts
-from gateway.openai_api.realtime_turns import (
+from gateway.openai_api.realtime.config import RealtimeEventError, RealtimeSettings, TurnDetection
+from gateway.openai_api.realtime.events import AudioAppended, SessionUpdate, parse_client_event
+from gateway.openai_api.realtime.server_events import EventIds, session_object
+from gateway.openai_api.realtime.transcripts import Transcripts
+from gateway.openai_api.realtime.turns import (
     InputBuffer,
     Output,
     ToClient,

@@ -4,7 +4,7 @@ Each stream keeps funasr's own VAD cache; each piece is run through
 ``AutoModel.generate(..., cache=..., chunk_size=...)`` exactly as FunASR's 2pass server
 does. A result's ``segments`` are funasr's segment list for that piece, in ms from the
 stream's start: ``((beg, -1),)`` speech started, ``((-1, end),)`` it ended, ``((beg, end),)``
-both, ``()`` nothing new (``gateway/session/vad.py`` reads them); its text is empty.
+both, ``()`` nothing new (``gateway/whole/vad.py`` reads them); its text is empty.
 
 The end-of-sentence silence is the model's ``max_end_silence_time`` (800 ms in fsmn-vad's
 config), passed explicitly: without it funasr 1.4 switches to a schedule of its own that

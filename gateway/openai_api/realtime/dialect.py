@@ -49,8 +49,8 @@ from gateway.audio.resample import resampled_bytes
 from gateway.limits.rate import TokenBucket, frame_cost, text_cost
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import openai_error_body
-from gateway.openai_api.realtime_config import RealtimeEventError, RealtimeSettings
-from gateway.openai_api.realtime_events import (
+from gateway.openai_api.realtime.config import RealtimeEventError, RealtimeSettings
+from gateway.openai_api.realtime.events import (
     AudioAppended,
     BufferCleared,
     BufferCommitted,
@@ -58,18 +58,18 @@ from gateway.openai_api.realtime_events import (
     SessionUpdate,
     parse_client_event,
 )
-from gateway.openai_api.realtime_server_events import (
+from gateway.openai_api.realtime.server_events import (
     EventIds,
     encode,
     realtime_error_event,
     session_event,
     session_object,
 )
-from gateway.openai_api.realtime_transcripts import Transcripts
-from gateway.openai_api.realtime_turns import Event, InputBuffer, Output, ToClient
+from gateway.openai_api.realtime.transcripts import Transcripts
+from gateway.openai_api.realtime.turns import Event, InputBuffer, Output, ToClient
 from gateway.session.closing import CLOSE_GRACE_S, close_reason
 from gateway.session.entry import refused_handshake, serve_new_session
-from gateway.session.resumes import owner_of
+from gateway.session.resume.resumes import owner_of
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.transport import Transport, transport_of
 from shared.errors import (

@@ -1,5 +1,5 @@
-"""A session's resume rules, sans I/O (``gateway.session.resumability``): which token a resume may
-use, how often the previous one works, and how often a session may be resumed."""
+"""A session's resume rules, sans I/O (``gateway.session.resume.resumability``): which token
+a resume may use, how often the previous one works, and how often a session may be resumed."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from starlette.websockets import WebSocket
 
 from gateway.metrics import GatewayMetrics
-from gateway.session.resumability import RESUME_BURST, Resumability
-from gateway.session.resume_token import TokenClaim
-from gateway.session.resumes import ResumableSessions
+from gateway.session.resume.resumability import RESUME_BURST, Resumability
+from gateway.session.resume.resumes import ResumableSessions
+from gateway.session.resume.token import TokenClaim
 from shared.errors import (
     ResumeDisplacedError,
     ResumeExpiredError,

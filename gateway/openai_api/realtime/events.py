@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass
 
 from gateway.audio.pcm import BYTES_PER_SECOND
-from gateway.openai_api.realtime_config import (
+from gateway.openai_api.realtime.config import (
     Dialect,
     RealtimeEventError,
     RealtimeSettings,

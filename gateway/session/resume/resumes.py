@@ -2,14 +2,14 @@
 parked.
 
 A session whose config says ``"resumable": true`` is registered here under a random id and
-gets a token (``gateway.session.resume_token``). When its connection drops, the session parks: its
+gets a token (``gateway.session.resume.token``). When its connection drops, the session parks: its
 task group goes on (the forwarder, the writer and the pool streams never notice), it keeps
 its admission place and the audio it holds, and it waits ``ASR_RESUME_WINDOW`` seconds for
 a connection that presents its token. At most ``ASR_MAX_PARKED_SESSIONS`` wait at once, and
 at most ``ASR_MAX_PARKED_PER_CLIENT`` of one client address, so that one client cannot take
 every place and end everybody else's sessions at their next drop; a drop past either ends
 the session as if its client had left. The session's own side (its tokens, how often it
-may be resumed) is ``gateway.session.resumability``.
+may be resumed) is ``gateway.session.resume.resumability``.
 
 The resume's handshake is checked as a new session's (keys, origin), takes no place of its
 own (the session has one) and is not refused while draining: it comes for results owed.
@@ -28,7 +28,7 @@ import anyio
 from starlette.websockets import WebSocket
 
 from gateway.limits.access import presented_key
-from gateway.session.resume_token import TokenClaim, TokenSigner, new_session_id
+from gateway.session.resume.token import TokenClaim, TokenSigner, new_session_id
 from gateway.settings import AccessSettings
 from shared.errors import ProtocolError, ResumeError, ResumeExpiredError
 

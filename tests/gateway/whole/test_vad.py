@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
+from gateway.whole.vad import SpeechEnded, SpeechStarted, vad_events
 
 
 def test_funasr_segments_become_events_in_order() -> None:

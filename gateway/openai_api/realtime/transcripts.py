@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
-from gateway.openai_api.realtime_server_events import (
+from gateway.openai_api.realtime.server_events import (
     item_done,
     transcription_completed,
     transcription_delta,
 )
-from gateway.openai_api.realtime_turns import Event, InputBuffer, ItemState
+from gateway.openai_api.realtime.turns import Event, InputBuffer, ItemState
 
 
 class Transcripts:

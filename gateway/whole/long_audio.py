@@ -26,7 +26,7 @@ from gateway.audio.segment import (
     join_texts,
     silence_by_energy,
 )
-from gateway.session.vad import SpeechEnded, SpeechStarted, vad_events
+from gateway.whole.vad import SpeechEnded, SpeechStarted, vad_events
 from shared.errors import GatewayError
 from shared.messages import Decoded, SentenceStamp, StreamOptions
 from workers.pool import WorkerPool

@@ -12,8 +12,8 @@ from anyio import wait_all_tasks_blocked
 
 from gateway.funasr.parser import ProtocolParser, ResumeRequested
 from gateway.session.outbox import RESUME_BYTES, Outbox
-from gateway.session.resume_token import TokenClaim, TokenSigner, new_session_id
-from gateway.session.resumes import ResumableSessions, ResumeQuery, resume_query
+from gateway.session.resume.resumes import ResumableSessions, ResumeQuery, resume_query
+from gateway.session.resume.token import TokenClaim, TokenSigner, new_session_id
 from shared.errors import (
     ProtocolError,
     ResultsGoneError,

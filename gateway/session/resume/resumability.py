@@ -1,6 +1,6 @@
-"""A resumable session's side of its resumes (``gateway.session.resumes`` holds the replica's side):
-its name and tokens, who may resume it and how often, the resume waiting to be served, and
-its wait while parked.
+"""A resumable session's side of its resumes (``gateway.session.resume.resumes`` holds the
+replica's side): its name and tokens, who may resume it and how often, the resume waiting
+to be served, and its wait while parked.
 
 Parked: a dropped connection ends only the connection's task group; the forwarder, the
 writer and the pool streams go on until a resume hands the session its next connection (or
@@ -35,8 +35,8 @@ from starlette.websockets import WebSocket
 from gateway.funasr.results import session_message
 from gateway.limits.rate import TokenBucket
 from gateway.metrics import GatewayMetrics
-from gateway.session.resume_token import TokenClaim
-from gateway.session.resumes import Attachment, ResumableSessions
+from gateway.session.resume.resumes import Attachment, ResumableSessions
+from gateway.session.resume.token import TokenClaim
 from shared.errors import (
     ResumeDisplacedError,
     ResumeExpiredError,
@@ -66,7 +66,7 @@ class Resumability:
     ) -> None:
         self.session_id = session_id
         self._sessions = sessions
-        self._owner = owner  # gateway.session.resumes.owner_of
+        self._owner = owner  # gateway.session.resume.resumes.owner_of
         self._client = client  # its first connection's address: whose parking share it uses
         self._generation = 1  # the current token's
         self._issued_at = 0  # the newest result when the current token first went out

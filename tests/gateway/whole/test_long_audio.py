@@ -1,9 +1,9 @@
-"""gateway.session.long_audio's pure parts: sentences moved to the file's start, and
+"""gateway.whole.long_audio's pure parts: sentences moved to the file's start, and
 segments' transcripts joined with their sentences in order."""
 
 from __future__ import annotations
 
-from gateway.session.long_audio import DecodedSegment, join_segments, moved
+from gateway.whole.long_audio import DecodedSegment, join_segments, moved
 from shared.messages import Decoded, SentenceStamp, SpeechTags
 
 FIRST = SentenceStamp("你 好", "\uff0c", 100, 500, ((100, 300), (300, 500)))

@@ -32,12 +32,12 @@ from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
 from gateway.audio.g711 import PcmDecoder
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import PcmResampler
-from gateway.openai_api.realtime_config import (
+from gateway.openai_api.realtime.config import (
     Dialect,
     RealtimeEventError,
     RealtimeSettings,
 )
-from gateway.openai_api.realtime_server_events import (
+from gateway.openai_api.realtime.server_events import (
     EventIds,
     cleared,
     committed,

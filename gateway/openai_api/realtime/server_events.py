@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from gateway.openai_api.errors import openai_error_body
-from gateway.openai_api.realtime_config import Dialect, RealtimeEventError, RealtimeSettings
+from gateway.openai_api.realtime.config import Dialect, RealtimeEventError, RealtimeSettings
 
 Event = dict[str, object]
 COMPLETED = "conversation.item.input_audio_transcription.completed"
