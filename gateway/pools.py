@@ -64,9 +64,7 @@ async def served_models(
             choice.name: ServedModel(
                 choice.name,
                 pools[choice.streaming],
-                None if choice.offline is None else pools[choice.offline],
-                None if choice.vad is None else pools[choice.vad],
-                None if choice.speaker is None else pools[choice.speaker],
+                {role: pools[entry] for role, entry in choice.companions.items()},
                 ModelPlaces(choice.name, choice.max_sessions),
             )
             for choice in table.choices

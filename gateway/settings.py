@@ -13,16 +13,16 @@ import os
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.pcm import BYTES_PER_SECOND
-from gateway.models.models_file import read_models_file
+from gateway.models.models_file import environment_table, read_models_file
 from gateway.models.table import ModelTable, single_model
 from shared import settings_table as table
 from shared.engines import Role
 from shared.messages import SAMPLE_RATE
-from shared.settings import PoolSettings, companion_runtime, speaker_pool_settings
+from shared.settings import PoolSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +93,11 @@ class GatewaySettings:
     pool: PoolSettings = field(default_factory=PoolSettings)
     access: AccessSettings = field(default_factory=AccessSettings)
     transcribe: TranscribeSettings = field(default_factory=TranscribeSettings)
-    # A second pool with the offline Paraformer (ASR_OFFLINE_MODEL): it decodes the
-    # WebSocket `offline` mode and /v1/transcribe. None: the streaming pool does.
-    offline_pool: PoolSettings | None = None
-    # A pool with FunASR's FSMN-VAD (ASR_VAD_MODEL): 2pass sentence ends. None: the
-    # energy endpointer (``endpoint``) finds them.
-    vad_pool: PoolSettings | None = None
-    # A pool with CAM++ (ASR_SPEAKER_MODEL): speaker labels for the requests that ask.
-    speaker_pool: PoolSettings | None = None
+    # The default model's companion pools, by role: the offline model (ASR_OFFLINE_MODEL:
+    # the `offline` mode, 2pass sentences, files; else the streaming pool decodes them),
+    # FunASR's FSMN-VAD (ASR_VAD_MODEL: 2pass sentence ends; else the energy endpointer,
+    # ``endpoint``), CAM++ (ASR_SPEAKER_MODEL: speaker labels for the requests that ask).
+    companions: Mapping[Role, PoolSettings] = field(default_factory=dict)
     # Several models (ASR_MODELS): each with its own pools. None: the one model above.
     models: ModelTable | None = None
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)  # 2pass sentences
@@ -186,7 +183,7 @@ class GatewaySettings:
         """The models served: the file's, else the one of ``pool`` and its companions."""
         if self.models is not None:
             return self.models
-        return single_model(self.pool, self.offline_pool, self.vad_pool, self.speaker_pool)
+        return single_model(self.pool, self.companions)
 
     @property
     def admission_queue_size(self) -> int:
@@ -212,26 +209,17 @@ class GatewaySettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GatewaySettings:
         env = os.environ if environ is None else environ
         models_file = table.MODELS.read(env)
-        models = None if models_file is None else read_models_file(models_file, env)
-        if models is None:
-            pool = PoolSettings.from_env(env)
-            offline_pool, vad_pool = _offline_pool(env, pool), _vad_pool(env, pool)
-            speaker_pool = _speaker_pool(env, pool, vad_pool)
-        else:  # the default model's, for what is not chosen per model
-            default = models.default_choice
-            pool = default.streaming.settings
-            offline_pool = None if default.offline is None else default.offline.settings
-            vad_pool = None if default.vad is None else default.vad.settings
-            speaker_pool = None if default.speaker is None else default.speaker.settings
+        # The one model of the ASR_*MODEL variables is read as a one-entry models file.
+        read = environment_table(env) if models_file is None else read_models_file(models_file, env)
+        default = read.default_choice  # what is not chosen per model
+        companions = {role: entry.settings for role, entry in default.companions.items()}
         max_buffered_s = table.MAX_BUFFERED_SECONDS.read(env)
         return cls(
-            pool=pool,
+            pool=default.streaming.settings,
             access=AccessSettings.from_env(env),
             transcribe=TranscribeSettings.from_env(env),
-            offline_pool=offline_pool,
-            vad_pool=vad_pool,
-            speaker_pool=speaker_pool,
-            models=models,
+            companions=companions,
+            models=None if models_file is None else read,
             endpoint=EndpointSettings(
                 silence_ms=_milliseconds(table.ENDPOINT_SILENCE_MS.read(env)),
                 min_speech_ms=_milliseconds(table.ENDPOINT_MIN_SPEECH_MS.read(env)),
@@ -282,74 +270,6 @@ def default_max_buffered_s() -> float:
     except (ValueError, OSError):
         memory = 8 << 30
     return float(memory // 8 // (2 * BYTES_PER_SECOND))
-
-
-def _offline_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
-    """The offline pool: ``ASR_OFFLINE_MODEL`` on ``ASR_OFFLINE_DEVICES`` (default: the
-    streaming pool's devices), holding steps ``ASR_OFFLINE_BATCH_WAIT_MS`` for more
-    utterances to decode together; the rest as the streaming pool."""
-    model = table.OFFLINE_MODEL.read(env)
-    punc_model = table.PUNC_MODEL.read(env)
-    if model is None:
-        if punc_model is not None:
-            raise ValueError(
-                "ASR_PUNC_MODEL punctuates the offline model's results: set ASR_OFFLINE_MODEL"
-            )
-        return None
-    return replace(
-        pool,
-        model=model,
-        kind=Role.OFFLINE,
-        punc_model=punc_model,
-        # ASR_RUNTIME is every pool's unless ASR_OFFLINE_RUNTIME says otherwise: onnx runs
-        # the offline Paraformer on ONNX Runtime too (the kinds it has no export for stay on
-        # PyTorch: workers.engines.kinds), with ASR_ONNX_PRECISION. ASR_ENGINE's own engine
-        # is the streaming model's alone.
-        runtime=companion_runtime(env, table.OFFLINE_RUNTIME, table.OFFLINE_ENGINE) or pool.runtime,
-        engine=None,
-        devices=table.OFFLINE_DEVICES.read(env) or pool.devices,
-        batch_hold="wait",
-        batch_wait_s=table.OFFLINE_BATCH_WAIT_MS.read(env),
-        worker_nice=table.OFFLINE_NICE.read(env),
-        # An utterance is decoded at its end; the wait above bounds the hold, not this.
-        chunk_deadline_s=60.0,
-    )
-
-
-def _vad_pool(env: Mapping[str, str], pool: PoolSettings) -> PoolSettings | None:
-    """The VAD pool: ``ASR_VAD_MODEL`` on ``ASR_VAD_DEVICES`` (default: one CPU worker;
-    the FSMN-VAD takes ~2 ms per 60 ms of audio on one core)."""
-    model = table.VAD_MODEL.read(env)
-    if model is None:
-        return None
-    return replace(
-        pool,
-        model=model,
-        kind=Role.VAD,
-        # As the offline pool: ASR_RUNTIME=onnx runs the vectorised FSMN-VAD.
-        runtime=companion_runtime(env, table.VAD_RUNTIME, table.VAD_ENGINE) or pool.runtime,
-        engine=None,
-        devices=table.VAD_DEVICES.read(env),
-        workers_per_device=1,
-        # The session waits for each answer before it sends the next piece: never held.
-        batch_hold="wait",
-        batch_wait_s=0.0,
-    )
-
-
-def _speaker_pool(
-    env: Mapping[str, str], pool: PoolSettings, vad_pool: PoolSettings | None
-) -> PoolSettings | None:
-    """The speaker pool: ``ASR_SPEAKER_MODEL`` on ``ASR_SPEAKER_DEVICES`` (default: one CPU
-    worker), under PyTorch whatever ``ASR_ENGINE`` says (CAM++ has no other runtime here)."""
-    model = table.SPEAKER_MODEL.read(env)
-    if model is None:
-        return None
-    if vad_pool is None:
-        raise ValueError(
-            "ASR_SPEAKER_MODEL embeds the speech regions an FSMN-VAD finds: set ASR_VAD_MODEL"
-        )
-    return speaker_pool_settings(pool, model, table.SPEAKER_DEVICES.read(env))
 
 
 def _milliseconds(seconds: float) -> int:

@@ -36,6 +36,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.session.serving import ServedModel, Serving
 from gateway.whole.long_audio import pcm_of, speech_regions, transcribe_long
 from gateway.whole.speakers import speakers_of, with_speaker_turns
+from shared.engines import Role
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import Decoded, SpeakerTurn, StreamOptions
 
@@ -166,7 +167,7 @@ async def transcribe_file(
             samples,
             options,
             max_segment_bytes=settings.max_segment_bytes,
-            vad_pool=model.vad_pool,
+            vad_pool=model.companion(Role.VAD),
             energy_threshold=settings.endpoint.threshold,
             speech=speech,
         )
@@ -176,7 +177,7 @@ async def transcribe_file(
 
 def check_speakers(model: ServedModel, speakers: bool) -> None:
     """Speakers asked of a model that has no speaker model: a 400, before the decode."""
-    if speakers and model.speaker_pool is None:
+    if speakers and model.companion(Role.SPEAKER) is None:
         raise TranscribeError(
             400,
             "no_speaker_model",
@@ -195,7 +196,7 @@ async def transcribe_with_speakers(
     speaker pool's workers are not the decoder's)."""
     if not speakers:
         return await transcribe_file(serving, model, samples, options), None
-    speaker_pool, vad_pool = model.speaker_pool, model.vad_pool
+    speaker_pool, vad_pool = model.companion(Role.SPEAKER), model.companion(Role.VAD)
     assert speaker_pool is not None, "check_speakers refused the request"
     assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
     try:

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from gateway.models.devices import cuda_device_count, missing_device
-from gateway.models.table import NAME_PATTERN, ModelChoice, ModelTable, PoolEntry
+from gateway.models.table import NAME_PATTERN, ModelChoice, ModelTable, PoolEntry, model_id
 from shared import settings_table as table
 from shared.engines import Role
+from shared.env import Setting
 from shared.settings import PoolSettings, companion_runtime, speaker_pool_settings
 
 COMPANIONS: tuple[Role, ...] = (Role.OFFLINE, Role.VAD, Role.PUNCTUATION, Role.SPEAKER)
@@ -66,6 +68,61 @@ def read_models_file(path: str, environ: Mapping[str, str]) -> ModelTable:
         raise ModelsFileError(f"ASR_MODELS={path}: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class _Naming:
+    """How an error says where it is: a models file's entry and key, or, for the one model
+    of the environment (``variables``: each entry's and companion's variable), its
+    variable."""
+
+    variables: Mapping[str, str] | None = None
+
+    def where(self, name: str, key: str) -> str:
+        """``[models.zh] speaker``, or ``ASR_SPEAKER_MODEL``."""
+        if self.variables is None:
+            return f"[models.{name}] {key}"
+        return self.variables.get(key, self.variables[name])
+
+    def setting(self, key: str) -> str:
+        """``vad``, or ``ASR_VAD_MODEL``: what to set."""
+        return key if self.variables is None else self.variables[key]
+
+
+FILE = _Naming()
+# The environment's one model as a document: an entry per variable, named by its role.
+ENVIRONMENT_ENTRIES: dict[str, Setting[Any]] = {
+    "model": table.MODEL,
+    "offline": table.OFFLINE_MODEL,
+    "vad": table.VAD_MODEL,
+    "punc": table.PUNC_MODEL,
+    "speaker": table.SPEAKER_MODEL,
+}
+ENVIRONMENT = _Naming({name: setting.name for name, setting in ENVIRONMENT_ENTRIES.items()})
+
+
+def environment_table(environ: Mapping[str, str]) -> ModelTable:
+    """The one model of ``ASR_MODEL`` and its companions' variables, read as a one-entry
+    models document by the code that reads ``ASR_MODELS``: what a companion is and needs is
+    said once. Its models are named by their model (``model_id``), as metrics label them."""
+    streaming: dict[str, object] = {"model": table.MODEL.read(environ)}
+    entries: dict[str, dict[str, object]] = {"model": streaming}
+    for name, setting in ENVIRONMENT_ENTRIES.items():
+        value = setting.read(environ)
+        if name != "model" and value is not None:
+            entries[name] = {"model": value}
+            streaming[name] = name
+    read = _read_table({"default": "model", "models": entries}, environ, None, ENVIRONMENT)
+    (choice,) = read.choices
+
+    def named(entry: PoolEntry) -> PoolEntry:
+        return PoolEntry(model_id(entry.settings.model), entry.settings)
+
+    companions = {role: named(entry) for role, entry in choice.companions.items()}
+    one = ModelChoice(
+        model_id(choice.streaming.settings.model), named(choice.streaming), companions
+    )
+    return ModelTable(one.name, (one,))
+
+
 def models_table(
     document: Mapping[str, object], environ: Mapping[str, str], cuda_devices: int
 ) -> ModelTable:
@@ -73,6 +130,17 @@ def models_table(
     for setting in REPLACED:
         if setting.name in environ:
             raise ModelsFileError(f"set {setting.name} in the file's entries, not beside it")
+    return _read_table(document, environ, cuda_devices, FILE)
+
+
+def _read_table(
+    document: Mapping[str, object],
+    environ: Mapping[str, str],
+    cuda_devices: int | None,
+    naming: _Naming,
+) -> ModelTable:
+    """A models document's table; its devices checked against ``cuda_devices`` (None:
+    left to the workers, which refuse a device that is not there when they start)."""
     unknown = set(document) - {"default", "models"}
     if unknown:
         raise ModelsFileError(f"unknown top-level key {sorted(unknown)[0]!r} (default, models)")
@@ -86,34 +154,31 @@ def models_table(
             )
         if not isinstance(entry, dict):
             raise ModelsFileError(f"models.{name} is not a table")
-    roles = _roles(entries)
+    roles = _roles(entries, naming)
     default = document.get("default")
     if not isinstance(default, str) or default not in entries:
         raise ModelsFileError(f"default = {default!r}: not an entry")
     if roles[default] != "streaming":
         raise ModelsFileError(f"default = {default!r}: it is a {roles[default]} companion")
     pools = {
-        name: PoolEntry(name, _pool(name, entry, roles[name], entries, environ, cuda_devices))
+        name: PoolEntry(
+            name, _pool(name, entry, roles[name], entries, environ, cuda_devices, naming)
+        )
         for name, entry in entries.items()
         if roles[name] != "punc"
     }
     choices = [
         ModelChoice(
-            name,
-            pools[name],
-            _companion(entries[name], Role.OFFLINE, pools),
-            _companion(entries[name], Role.VAD, pools),
-            _max_sessions(name, entries[name]),
-            _companion(entries[name], Role.SPEAKER, pools),
+            name, pools[name], _companions(entries[name], pools), _max_sessions(name, entries[name])
         )
         for name in sorted(entries, key=lambda name: name != default)
         if roles[name] == "streaming"
     ]
     _check_shared_punctuation(choices, entries)
-    return ModelTable(default, tuple(choices), from_file=True)
+    return ModelTable(default, tuple(choices), from_file=naming is FILE)
 
 
-def _roles(entries: Mapping[str, dict[str, object]]) -> dict[str, Role]:
+def _roles(entries: Mapping[str, dict[str, object]], naming: _Naming) -> dict[str, Role]:
     """Each entry's role: a companion where another names it, else a served model."""
     roles: dict[str, Role] = dict.fromkeys(entries, Role.STREAMING)
     named_by: dict[str, str] = {}
@@ -156,13 +221,13 @@ def _roles(entries: Mapping[str, dict[str, object]]) -> dict[str, Role]:
     for name, entry in entries.items():
         if "speaker" in entry and "vad" not in entry:
             raise ModelsFileError(
-                f"[models.{name}] speaker: a speaker model embeds the speech regions its"
-                " model's VAD finds; set vad too"
+                f"{naming.where(name, 'speaker')}: a speaker model embeds the speech regions"
+                f" its model's VAD finds; set {naming.setting('vad')} too"
             )
         if "punc" in entry and "offline" not in entry:
             raise ModelsFileError(
-                f"[models.{name}] punc: punctuation is of the offline model's results; set"
-                " offline too"
+                f"{naming.where(name, 'punc')}: punctuation is of the offline model's results;"
+                f" set {naming.setting('offline')} too"
             )
     return roles
 
@@ -173,7 +238,8 @@ def _pool(
     role: Role,
     entries: Mapping[str, Mapping[str, object]],
     environ: Mapping[str, str],
-    cuda_devices: int,
+    cuda_devices: int | None,
+    naming: _Naming,
 ) -> PoolSettings:
     """The entry's pool: its keys over the environment, as its variables would be."""
     if "model" not in entry:
@@ -195,6 +261,8 @@ def _pool(
             setting.read(env)  # each value checked by its own parser, named by its key
     except ValueError as exc:
         message = str(exc)
+        if naming is not FILE:
+            raise ModelsFileError(message) from None  # it names its variable already
         for key, setting in KEYS.items():
             if message.startswith(setting.name + " "):
                 raise ModelsFileError(
@@ -246,7 +314,7 @@ def _pool(
     elif role == "speaker":
         devices = pool.devices if "devices" in given else table.SPEAKER_DEVICES.read(env)
         pool = speaker_pool_settings(pool, pool.model, devices, _own_engine(pool, given))
-    missing = missing_device(pool.devices, cuda_devices)
+    missing = None if cuda_devices is None else missing_device(pool.devices, cuda_devices)
     if missing is not None:
         raise ModelsFileError(
             f"[models.{name}] devices: {missing} does not exist (this machine has"
@@ -275,11 +343,16 @@ def _as_variable(name: str, key: str, value: object) -> str:
     raise ModelsFileError(f"[models.{name}] {key}: {type(value).__name__} is not a value it takes")
 
 
-def _companion(
-    entry: Mapping[str, object], role: Role, pools: Mapping[str, PoolEntry]
-) -> PoolEntry | None:
-    companion = entry.get(role)
-    return None if companion is None else pools[str(companion)]
+def _companions(
+    entry: Mapping[str, object], pools: Mapping[str, PoolEntry]
+) -> dict[Role, PoolEntry]:
+    """The pools an entry names as its companions, by role (the punctuation is none: it
+    runs inside the offline pool)."""
+    return {
+        role: pools[str(entry[role])]
+        for role in COMPANIONS
+        if role in entry and role is not Role.PUNCTUATION
+    }
 
 
 def _max_sessions(name: str, entry: Mapping[str, object]) -> int | None:
@@ -300,12 +373,13 @@ def _check_shared_punctuation(
     """Two models that share an offline pool share its punctuation too."""
     punctuation: dict[str, tuple[str, object]] = {}
     for choice in choices:
-        if choice.offline is None:
+        offline = choice.companion(Role.OFFLINE)
+        if offline is None:
             continue
         punc = entries[choice.name].get("punc")
-        seen = punctuation.setdefault(choice.offline.name, (choice.name, punc))
+        seen = punctuation.setdefault(offline.name, (choice.name, punc))
         if seen[1] != punc:
             raise ModelsFileError(
-                f"[models.{choice.name}] punc: {choice.offline.name} is shared with {seen[0]},"
+                f"[models.{choice.name}] punc: {offline.name} is shared with {seen[0]},"
                 f" whose punc is {seen[1]!r}: models sharing an offline pool share its punc"
             )

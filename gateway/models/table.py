@@ -12,9 +12,11 @@ one-model table of ``ASR_MODEL``, ``ASR_OFFLINE_MODEL``, ``ASR_VAD_MODEL`` and
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from shared.engines import Role
 from shared.settings import PoolSettings
 
 # A model's name is a metric label value and a URL parameter: short, and plain.
@@ -45,20 +47,22 @@ class PoolEntry:
 
 @dataclass(frozen=True, slots=True)
 class ModelChoice:
-    """A model a session or request may choose by ``name``. ``max_sessions``: its own cap
-    of live sessions, within the gateway-wide one (None: only that one)."""
+    """A model a session or request may choose by ``name``: its streaming pool and its
+    companions by role (``Role.OFFLINE``, ``VAD``, ``SPEAKER``; the punctuation runs inside
+    the offline pool). ``max_sessions``: its own cap of live sessions, within the
+    gateway-wide one (None: only that one)."""
 
     name: str
     streaming: PoolEntry
-    offline: PoolEntry | None = None
-    vad: PoolEntry | None = None
+    companions: Mapping[Role, PoolEntry] = field(default_factory=dict)
     max_sessions: int | None = None
-    speaker: PoolEntry | None = None
+
+    def companion(self, role: Role) -> PoolEntry | None:
+        return self.companions.get(role)
 
     @property
     def pools(self) -> tuple[PoolEntry, ...]:
-        pools = (self.streaming, self.offline, self.vad, self.speaker)
-        return tuple(p for p in pools if p is not None)
+        return (self.streaming, *self.companions.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,19 +105,14 @@ def model_id(model: str) -> str:
 
 
 def single_model(
-    pool: PoolSettings,
-    offline: PoolSettings | None,
-    vad: PoolSettings | None,
-    speaker: PoolSettings | None = None,
+    pool: PoolSettings, companions: Mapping[Role, PoolSettings] | None = None
 ) -> ModelTable:
-    """The one model that ``ASR_MODEL`` and its companions make, named by its model
-    (``paraformer-zh-streaming``, ``synthetic:tiny``, a directory's last part)."""
+    """One model of ``pool`` and its companions, named by its model
+    (``paraformer-zh-streaming``, ``synthetic:tiny``, a directory's last part), as are its
+    companions' pools (their metrics' ``model`` label)."""
     name = model_id(pool.model)
-    choice = ModelChoice(
-        name,
-        PoolEntry(name, pool),
-        None if offline is None else PoolEntry(model_id(offline.model), offline),
-        None if vad is None else PoolEntry(model_id(vad.model), vad),
-        speaker=None if speaker is None else PoolEntry(model_id(speaker.model), speaker),
-    )
-    return ModelTable(name, (choice,))
+    entries = {
+        role: PoolEntry(model_id(settings.model), settings)
+        for role, settings in (companions or {}).items()
+    }
+    return ModelTable(name, (ModelChoice(name, PoolEntry(name, pool), entries),))

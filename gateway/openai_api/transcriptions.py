@@ -117,6 +117,7 @@ from gateway.whole.long_audio import (
     transcribe_segments,
 )
 from gateway.whole.speakers import with_speaker_turns
+from shared.engines import Role
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
@@ -308,15 +309,16 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     assert form.file is not None, "read_upload refuses a form without one"
     samples = await decode_upload(serving, form.file)
     speech = None
+    vad_pool = model.companion(Role.VAD)
     try:
         if asked.speakers:
             # One VAD pass: its regions cut the segments and feed the speakers.
-            assert model.vad_pool is not None, "a speaker model needs a VAD model"
-            speech = await speech_regions(model.vad_pool, pcm_of(samples))
+            assert vad_pool is not None, "a speaker model needs a VAD model"
+            speech = await speech_regions(vad_pool, pcm_of(samples))
         segments = await file_segments(
             samples,
             max_segment_bytes=settings.max_segment_bytes,
-            vad_pool=model.vad_pool,
+            vad_pool=vad_pool,
             energy_threshold=settings.endpoint.threshold,
             speech=speech,
         )
@@ -327,11 +329,10 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
         return EventStream(lambda send: decode.stream(send, metrics))
     turns = None
     try:
+        speaker_pool = model.companion(Role.SPEAKER)
         if speech is not None:
-            assert model.speaker_pool is not None, "check_speakers refused the request"
-            pieces, turns = await with_speaker_turns(
-                decode.all, model.speaker_pool, speech, samples
-            )
+            assert speaker_pool is not None, "check_speakers refused the request"
+            pieces, turns = await with_speaker_turns(decode.all, speaker_pool, speech, samples)
         else:
             pieces = await decode.all()
     except GatewayError as error:

@@ -12,6 +12,7 @@ from gateway.limits.access import Refusal, check_status_access
 from gateway.metrics import GatewayMetrics
 from gateway.ops.gpu_memory import GpuMemory
 from gateway.session.serving import ServedModel, Serving
+from shared.engines import Role
 from workers.pool import WorkerStatus
 
 
@@ -24,13 +25,8 @@ async def healthz(serving: Serving | None, not_serving: str | None = None) -> Re
         why = not_serving or "not started"
         return JSONResponse({"status": "not serving", "reason": why}, 503)
     for model in serving.models.values():
-        for role, pool in (
-            ("streaming", model.pool),
-            ("offline", model.offline_pool),
-            ("vad", model.vad_pool),
-            ("speaker", model.speaker_pool),
-        ):
-            reason = pool.health if pool is not None else None
+        for role, pool in ((Role.STREAMING, model.pool), *model.companions.items()):
+            reason = pool.health
             if reason is not None:
                 body = {"status": "failing", "model": model.name, "pool": role, "reason": reason}
                 return JSONResponse(body, 503)
@@ -91,14 +87,8 @@ def _workers_json(model: ServedModel) -> dict[str, object]:
     """``workers``, and ``offline_workers``, ``vad_workers`` and ``speaker_workers`` where it
     has them."""
     body: dict[str, object] = {"workers": [_worker_json(w) for w in model.pool.status()]}
-    companions = (
-        ("offline", model.offline_pool),
-        ("vad", model.vad_pool),
-        ("speaker", model.speaker_pool),
-    )
-    for name, companion in companions:
-        if companion is not None:
-            body[f"{name}_workers"] = [_worker_json(w) for w in companion.status()]
+    for role, companion in model.companions.items():
+        body[f"{role}_workers"] = [_worker_json(w) for w in companion.status()]
     return body
 
 

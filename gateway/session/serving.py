@@ -15,6 +15,7 @@ from gateway.limits.transcriptions import TranscriptionLimiter
 from gateway.models.table import OPENAI_MODELS, model_id
 from gateway.session.resume.resumes import ResumableSessions
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.errors import UnknownModelError
 from workers.pool import WorkerPool
 
@@ -26,20 +27,22 @@ class ServedModel:
 
     name: str
     pool: WorkerPool  # the streaming model's
-    offline_pool: WorkerPool | None  # its offline companion, else None: `pool` decodes all
-    vad_pool: WorkerPool | None  # its FSMN-VAD, else None: the energy endpointer
-    speaker_pool: WorkerPool | None  # its CAM++, which labels speakers; None: no labels
+    # Its companions by role: the offline model (else ``pool`` decodes all), the FSMN-VAD
+    # (else the energy endpointer ends 2pass sentences), CAM++ (else no speaker labels).
+    companions: Mapping[Role, WorkerPool]
     places: ModelPlaces
+
+    def companion(self, role: Role) -> WorkerPool | None:
+        return self.companions.get(role)
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:
         """Where the WebSocket `offline` mode, 2pass sentences and /v1/transcribe decode."""
-        return self.offline_pool or self.pool
+        return self.companions.get(Role.OFFLINE) or self.pool
 
     @property
     def pools(self) -> list[WorkerPool]:
-        pools = (self.pool, self.offline_pool, self.vad_pool, self.speaker_pool)
-        return [pool for pool in pools if pool is not None]
+        return [self.pool, *self.companions.values()]
 
     @property
     def ready(self) -> bool:
@@ -92,23 +95,6 @@ class Serving:
     @property
     def default(self) -> ServedModel:
         return self.models[self.settings.model_table.default]
-
-    # The default model's pools: what is not chosen per model.
-    @property
-    def pool(self) -> WorkerPool:
-        return self.default.pool
-
-    @property
-    def offline_pool(self) -> WorkerPool | None:
-        return self.default.offline_pool
-
-    @property
-    def vad_pool(self) -> WorkerPool | None:
-        return self.default.vad_pool
-
-    @property
-    def whole_utterance_pool(self) -> WorkerPool:
-        return self.default.whole_utterance_pool
 
     @property
     def pools(self) -> list[WorkerPool]:

@@ -40,6 +40,7 @@ from gateway.session.utterance.actions import (
 from gateway.whole.long_audio import find_segments, speech_regions
 from gateway.whole.speakers import speaker_regions
 from gateway.whole.vad import vad_events
+from shared.engines import Role
 from shared.errors import ProtocolError
 from workers.pool import AudioStream, WorkerPool
 
@@ -184,13 +185,13 @@ class SessionStreams:
                 segments = await find_segments(
                     pcm,
                     settings.max_segment_bytes,
-                    self._model.vad_pool,
+                    self._model.companion(Role.VAD),
                     settings.endpoint.threshold,
                     speech,
                 )
                 return utterance.segments_found(segments)
             case FindSpeech(pcm=pcm):
-                vad_pool = self._model.vad_pool
+                vad_pool = self._model.companion(Role.VAD)
                 assert vad_pool is not None, "a speaker model needs a VAD model"
                 speech = await speech_regions(vad_pool, pcm)
                 speaker_regions(speech)  # TooManyRegionsError now, before any decode
@@ -223,10 +224,14 @@ class SessionStreams:
         await self.aclose()
 
 
+# The utterances' pools that are a companion of the model's, by its role.
+_COMPANION_POOLS = {Pool.VAD: Role.VAD, Pool.SPEAKER: Role.SPEAKER}
+
+
 def _pools_of(model: ServedModel) -> dict[Pool, WorkerPool]:
     pools = {Pool.STREAMING: model.pool, Pool.WHOLE: model.whole_utterance_pool}
-    if model.vad_pool is not None:
-        pools[Pool.VAD] = model.vad_pool
-    if model.speaker_pool is not None:
-        pools[Pool.SPEAKER] = model.speaker_pool
+    for pool, role in _COMPANION_POOLS.items():
+        companion = model.companion(role)
+        if companion is not None:
+            pools[pool] = companion
     return pools

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.env import (
     Choice,
     Devices,
@@ -113,19 +114,22 @@ BASE = {
 }
 
 
+def _companion(settings: GatewaySettings, role: Role) -> PoolSettings:
+    companion = settings.companions.get(role)
+    assert companion is not None
+    return companion
+
+
 def _offline(settings: GatewaySettings) -> PoolSettings:
-    assert settings.offline_pool is not None
-    return settings.offline_pool
+    return _companion(settings, Role.OFFLINE)
 
 
 def _vad(settings: GatewaySettings) -> PoolSettings:
-    assert settings.vad_pool is not None
-    return settings.vad_pool
+    return _companion(settings, Role.VAD)
 
 
 def _speaker(settings: GatewaySettings) -> PoolSettings:
-    assert settings.speaker_pool is not None
-    return settings.speaker_pool
+    return _companion(settings, Role.SPEAKER)
 
 
 Read = Callable[[GatewaySettings], object]
@@ -284,7 +288,9 @@ def test_booleans_take_eight_spellings(name: str, raw: str) -> None:
 
 
 def test_a_speaker_model_needs_a_vad_and_runs_one_pytorch_worker_per_device() -> None:
-    with pytest.raises(ValueError, match="ASR_SPEAKER_MODEL embeds the speech regions"):
+    with pytest.raises(
+        ValueError, match="ASR_SPEAKER_MODEL: a speaker model embeds the speech regions"
+    ):
         GatewaySettings.from_env({"ASR_SPEAKER_MODEL": "cam++"})
     env = {
         "ASR_VAD_MODEL": "fsmn-vad",
@@ -296,8 +302,7 @@ def test_a_speaker_model_needs_a_vad_and_runs_one_pytorch_worker_per_device() ->
     assert (speaker.kind, speaker.runtime, speaker.workers_per_device) == ("speaker", "torch", 1)
     assert speaker.devices == ("cpu",)
     choice = GatewaySettings.from_env(env).model_table.default_choice
-    assert choice.speaker is not None
-    assert choice.speaker.settings == speaker
+    assert choice.companions[Role.SPEAKER].settings == speaker
 
 
 @pytest.mark.parametrize("old", ["paraformer-onnx", "onnx"])
@@ -339,5 +344,4 @@ def test_the_offline_and_vad_pools_hold_by_the_wait_whatever_the_streaming_pool_
     settings = GatewaySettings.from_env(env)
     assert settings.pool.batch_hold == "due"
     assert _offline(settings).batch_hold == "wait"
-    assert settings.vad_pool is not None
-    assert settings.vad_pool.batch_hold == "wait"
+    assert _vad(settings).batch_hold == "wait"

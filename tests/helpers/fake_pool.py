@@ -59,3 +59,13 @@ class FakePool:
     def open_stream(self, options: StreamOptions | None = None) -> FakeStream:
         self.streams.append(FakeStream())
         return self.streams[-1]
+
+
+def fake_model(name: str = "m") -> Any:
+    """A served model on fake pools: a streaming one and an offline companion."""
+    from gateway.limits.model_places import ModelPlaces
+    from gateway.session.serving import ServedModel
+    from shared.engines import Role
+
+    pools: Any = (FakePool(), FakePool())  # duck-typed WorkerPools
+    return ServedModel(name, pools[0], {Role.OFFLINE: pools[1]}, ModelPlaces(name, None))

@@ -72,6 +72,7 @@ from gateway.session.entry import refused_handshake, serve_new_session
 from gateway.session.resume.resumes import owner_of
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.transport import Transport, transport_of
+from shared.engines import Role
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
     GatewayError,
@@ -384,4 +385,4 @@ async def _deny(websocket: WebSocket, status: int, message: str) -> None:
 def _mode_of(model: ServedModel) -> Literal["online", "2pass"]:
     """Each turn's FunASR mode: 2pass where the model has an offline decoder for the
     completed transcript."""
-    return "online" if model.offline_pool is None else "2pass"
+    return "online" if model.companion(Role.OFFLINE) is None else "2pass"

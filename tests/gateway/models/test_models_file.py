@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from gateway.models.devices import cuda_device_count, missing_device
-from gateway.models.models_file import ModelsFileError, models_table, read_models_file
+from gateway.models.models_file import (
+    ModelsFileError,
+    environment_table,
+    models_table,
+    read_models_file,
+)
 from gateway.models.table import single_model
 from gateway.settings import GatewaySettings
 from shared.engines import Role
@@ -39,10 +44,9 @@ def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
     assert en.streaming.settings.max_batch == 16
     # What an entry does not set comes from the environment.
     assert zh.streaming.settings.threads_per_worker == 2
-    assert zh.offline is en.offline or zh.offline == en.offline
-    assert zh.offline is not None
-    assert zh.offline.name == "zh-offline"
-    offline = zh.offline.settings
+    assert zh.companions[Role.OFFLINE] == en.companions[Role.OFFLINE]
+    assert zh.companions[Role.OFFLINE].name == "zh-offline"
+    offline = zh.companions[Role.OFFLINE].settings
     assert (offline.kind, offline.model, offline.punc_model) == (
         "offline",
         "paraformer-zh",
@@ -51,11 +55,11 @@ def test_the_seed_layout_is_two_models_sharing_one_offline_pool() -> None:
     assert offline.batch_wait_s == pytest.approx(0.02)
     assert offline.batch_hold == "wait"  # utterances end when they end: none is due
     assert zh.streaming.settings.batch_hold == "due"  # the environment's
-    assert zh.vad is not None
-    assert zh.vad.settings.kind == "vad"
-    assert zh.vad.settings.batch_hold == "wait"
-    assert zh.vad.settings.devices == ("cpu",)  # ASR_VAD_DEVICES' default
-    assert en.vad is None
+    vad = zh.companions[Role.VAD].settings
+    assert vad.kind == "vad"
+    assert vad.batch_hold == "wait"
+    assert vad.devices == ("cpu",)  # ASR_VAD_DEVICES' default
+    assert en.companion(Role.VAD) is None
     # One pool per entry: the shared offline pool once; the punctuation is inside it.
     assert [p.name for p in table.pool_entries] == ["zh", "zh-offline", "vad", "en"]
 
@@ -237,11 +241,10 @@ def test_the_default_model_is_the_first_choice_and_the_settings_pool() -> None:
 def test_without_a_file_the_one_model_is_named_by_its_model() -> None:
     pool = PoolSettings(model="/srv/models/paraformer-en/")
     offline = PoolSettings(model="paraformer-zh", kind=Role.OFFLINE)
-    table = single_model(pool, offline, None)
+    table = single_model(pool, {Role.OFFLINE: offline})
     assert table.default == "paraformer-en"  # a directory by its last part: no server path
     (choice,) = table.choices
-    assert choice.offline is not None
-    assert choice.offline.name == "paraformer-zh"
+    assert choice.companions[Role.OFFLINE].name == "paraformer-zh"
     assert not table.from_file
     assert GatewaySettings().model_table.default == "paraformer-zh-streaming"
 
@@ -286,8 +289,34 @@ def test_a_speaker_entry_is_a_companion_pool_of_one_worker_per_device() -> None:
         "workers_per_device = 4\n"
     )
     choice = table.default_choice  # type: ignore[attr-defined]
-    assert choice.speaker.name == "s"
-    speaker = choice.speaker.settings
+    assert choice.companion(Role.SPEAKER).name == "s"
+    speaker = choice.companion(Role.SPEAKER).settings
     assert (speaker.kind, speaker.model, speaker.devices) == ("speaker", "cam++", ("cuda:1",))
     assert speaker.worker_devices == ("cuda:1",)
     assert [p.name for p in table.pool_entries] == ["zh", "v", "s"]  # type: ignore[attr-defined]
+
+
+def test_the_environments_one_model_is_read_as_a_one_entry_models_file() -> None:
+    env = {
+        "ASR_MODEL": "checksum",
+        "ASR_OFFLINE_MODEL": "/srv/models/paraformer-zh/",
+        "ASR_PUNC_MODEL": "ct-punc",
+        "ASR_VAD_MODEL": "fsmn-vad",
+        "ASR_SPEAKER_MODEL": "cam++",
+        "ASR_DEVICES": "cuda:3",  # not checked here: the workers refuse it when they start
+    }
+    table = environment_table(env)
+    (choice,) = table.choices
+    assert (table.default, table.from_file) == ("checksum", False)
+    names = {role: entry.name for role, entry in choice.companions.items()}
+    assert names == {Role.OFFLINE: "paraformer-zh", Role.VAD: "fsmn-vad", Role.SPEAKER: "cam++"}
+    offline = choice.companions[Role.OFFLINE].settings
+    assert (offline.kind, offline.punc_model, offline.batch_hold) == ("offline", "ct-punc", "wait")
+    assert choice.companions[Role.SPEAKER].settings.runtime == "torch"
+    # The models file's rules, said in the environment's variables.
+    with pytest.raises(ModelsFileError, match=r"^ASR_PUNC_MODEL: punctuation is of the offline"):
+        environment_table({"ASR_PUNC_MODEL": "ct-punc"})
+    with pytest.raises(ModelsFileError, match=r"set ASR_VAD_MODEL too$"):
+        environment_table({"ASR_SPEAKER_MODEL": "cam++"})
+    with pytest.raises(ValueError, match=r"^ASR_MAX_BATCH must be"):
+        environment_table({"ASR_MAX_BATCH": "0"})

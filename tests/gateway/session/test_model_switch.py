@@ -21,13 +21,12 @@ from gateway.funasr.parser import (
     Event,
 )
 from gateway.limits.budget import AudioBudget
-from gateway.limits.model_places import ModelPlaces
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.serving import ServedModel, Serving
 from shared.errors import ProtocolError, UnknownModelError
 from tests.gateway.session.utterance.helpers import SETTINGS, loud
-from tests.helpers.fake_pool import FakePool
+from tests.helpers.fake_pool import fake_model
 
 pytestmark = pytest.mark.anyio
 
@@ -35,14 +34,7 @@ ONLINE = SessionConfig(mode="online", chunk_size=(0, 1, 5))  # 1920-byte chunks
 
 
 def _model(name: str) -> Any:
-    return SimpleNamespace(
-        name=name,
-        pool=FakePool(),
-        whole_utterance_pool=FakePool(),
-        vad_pool=None,
-        speaker_pool=None,
-        places=ModelPlaces(name, None),
-    )
+    return fake_model(name)
 
 
 class TwoModels:

@@ -15,12 +15,11 @@ from anyio import wait_all_tasks_blocked
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, Event
 from gateway.limits.budget import AudioBudget
-from gateway.limits.model_places import ModelPlaces
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.serving import Serving
 from tests.gateway.session.utterance.helpers import SETTINGS, loud, quiet
-from tests.helpers.fake_pool import FakePool
+from tests.helpers.fake_pool import fake_model
 
 pytestmark = pytest.mark.anyio
 
@@ -31,14 +30,8 @@ class Session:
     """A pipeline on fake pools, its events sent by the test, its frames read back."""
 
     def __init__(self) -> None:
-        self.streaming, self.offline = FakePool(), FakePool()
-        model = SimpleNamespace(
-            pool=self.streaming,
-            whole_utterance_pool=self.offline,
-            vad_pool=None,
-            speaker_pool=None,
-            places=ModelPlaces("m", None),
-        )
+        model = fake_model()
+        self.streaming, self.offline = model.pool, model.whole_utterance_pool
         settings = SimpleNamespace(
             max_segment_bytes=SETTINGS.max_segment_bytes, endpoint=SETTINGS.endpoint
         )

@@ -37,7 +37,7 @@ def seaco_client(tiny_seaco_model: Path) -> Iterator[TestClient]:
     offline = replace(streaming, model=str(tiny_seaco_model), kind=Role.OFFLINE)
     settings = GatewaySettings(
         pool=streaming,
-        offline_pool=offline,
+        companions={Role.OFFLINE: offline},
         endpoint=EndpointSettings(preroll_ms=0),  # each sentence's offline pass: all of it
         idle_timeout_s=30.0,
     )

@@ -46,7 +46,9 @@ def numerals_model(model_cache: Path) -> Path:
 def client(numerals_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(numerals_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 

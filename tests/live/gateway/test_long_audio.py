@@ -119,7 +119,7 @@ def test_an_uploaded_file_longer_than_the_limit_is_decoded_in_segments(
     audio = np.concatenate([tone, np.zeros(4800, "<i2"), tone[::-1], np.zeros(4800, "<i2"), tone])
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_timestamp_model), kind=Role.OFFLINE)
-    settings = replace(SETTINGS, offline_pool=offline)
+    settings = replace(SETTINGS, companions={Role.OFFLINE: offline})
     buffer = io.BytesIO()
     soundfile.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
     with GatewayClient(create_app(settings)) as client:
@@ -220,7 +220,7 @@ def test_with_a_vad_pool_the_cuts_fall_outside_funasrs_speech_regions(
     pcm = audio.astype("<i2").tobytes()
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     vad = replace(streaming, model=str(tiny_vad_model), kind=Role.VAD)
-    settings = replace(SETTINGS, vad_pool=vad, max_segment_s=2.5)
+    settings = replace(SETTINGS, companions={Role.VAD: vad}, max_segment_s=2.5)
     with GatewayClient(create_app(settings)) as client, client.websocket_connect("/") as ws:
         ws.send_text(config(mode="offline"))
         ws.send_bytes(pcm)

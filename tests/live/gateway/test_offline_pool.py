@@ -29,7 +29,9 @@ pytestmark = pytest.mark.slow
 def client(tiny_offline_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_offline_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 
@@ -105,11 +107,13 @@ def test_settings_from_env_build_the_offline_pool() -> None:
     settings = GatewaySettings.from_env(
         {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu", "ASR_OFFLINE_MODEL": "synthetic:tiny"}
     )
-    assert settings.offline_pool is not None
-    assert settings.offline_pool.kind == "offline"
-    assert settings.offline_pool.devices == ("cpu", "cpu")
-    assert settings.offline_pool.batch_wait_s == 0.05
-    assert GatewaySettings.from_env({}).offline_pool is None
+    offline = settings.companions[Role.OFFLINE]
+    assert (offline.kind, offline.devices, offline.batch_wait_s) == (
+        "offline",
+        ("cpu", "cpu"),
+        0.05,
+    )
+    assert GatewaySettings.from_env({}).companions.get(Role.OFFLINE) is None
 
 
 def test_2pass_sentences_are_decoded_by_the_offline_model(

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.slow
 def client(tiny_sensevoice_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 
@@ -184,7 +186,9 @@ def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
     offline = replace(
         streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE, engine="paraformer-onnx"
     )
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     audio = spoken(37, ("speech", 1.8))
     with GatewayClient(create_app(settings)) as onnx_client:
         message = offline_result(onnx_client, audio, svs_lang="en", svs_itn=True)

@@ -32,7 +32,9 @@ pytestmark = pytest.mark.slow
 def client(tiny_timestamp_model: Path) -> Iterator[TestClient]:
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(streaming, model=str(tiny_timestamp_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 
@@ -145,7 +147,9 @@ def punctuated(tiny_timestamp_model: Path, tiny_punc_model: Path) -> Iterator[Te
         kind=Role.OFFLINE,
         punc_model=str(tiny_punc_model),
     )
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 

@@ -45,7 +45,7 @@ def vad_client(tiny_vad_model: Path) -> Iterator[TestClient]:
     vad = replace(streaming, model=str(tiny_vad_model), kind=Role.VAD)
     settings = GatewaySettings(
         pool=streaming,
-        vad_pool=vad,
+        companions={Role.VAD: vad},
         endpoint=EndpointSettings(preroll_ms=PREROLL_MS),
         idle_timeout_s=30.0,
     )
@@ -60,7 +60,9 @@ def punc_client(tiny_offline_model: Path, tiny_punc_model: Path) -> Iterator[Tes
     offline = replace(
         streaming, model=str(tiny_offline_model), kind=Role.OFFLINE, punc_model=str(tiny_punc_model)
     )
-    settings = GatewaySettings(pool=streaming, offline_pool=offline, idle_timeout_s=30.0)
+    settings = GatewaySettings(
+        pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0
+    )
     with GatewayClient(create_app(settings)) as client:
         yield client
 
@@ -227,11 +229,10 @@ def test_settings_from_env_build_the_vad_pool_and_punctuation() -> None:
             "ASR_SENTENCE_PREROLL_MS": "150",
         }
     )
-    assert settings.vad_pool is not None
-    assert (settings.vad_pool.kind, settings.vad_pool.devices) == ("vad", ("cpu",))
-    assert settings.offline_pool is not None
-    assert settings.offline_pool.punc_model == "ct-punc"
+    vad, offline = settings.companions[Role.VAD], settings.companions[Role.OFFLINE]
+    assert (vad.kind, vad.devices) == ("vad", ("cpu",))
+    assert offline.punc_model == "ct-punc"
     assert settings.endpoint.preroll_ms == 150
-    assert GatewaySettings.from_env({}).vad_pool is None
+    assert GatewaySettings.from_env({}).companions.get(Role.VAD) is None
     with pytest.raises(ValueError, match=r"ASR_PUNC_MODEL.*ASR_OFFLINE_MODEL"):
         GatewaySettings.from_env({"ASR_PUNC_MODEL": "ct-punc"})

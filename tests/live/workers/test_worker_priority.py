@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.settings import GatewaySettings
+from shared.engines import Role
 from shared.settings import PoolSettings
 from workers.pool import WorkerPool
 
@@ -47,28 +48,21 @@ async def test_workers_run_at_the_gateways_priority_by_default() -> None:
 
 def test_asr_offline_nice_sets_the_offline_pools_nice_value() -> None:
     env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum"}
-    offline = GatewaySettings.from_env(env).offline_pool
+    offline = GatewaySettings.from_env(env).companions.get(Role.OFFLINE)
     assert offline is not None
     assert offline.worker_nice == 0
     assert GatewaySettings.from_env(env).pool.worker_nice == 0
-    tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).offline_pool
+    tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).companions.get(Role.OFFLINE)
     assert tuned is not None
     assert tuned.worker_nice == 3
     with pytest.raises(ValueError, match="ASR_OFFLINE_NICE"):
         GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "20"})
 
 
-def test_the_offline_and_vad_pools_follow_asr_engine_unless_told_otherwise() -> None:
+def test_the_offline_and_vad_pools_follow_asr_runtime_unless_told_otherwise() -> None:
     env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum", "ASR_VAD_MODEL": "x"}
-    onnx = GatewaySettings.from_env({**env, "ASR_ENGINE": "paraformer-onnx"})
-    assert onnx.offline_pool is not None
-    assert onnx.offline_pool.engine == "paraformer-onnx"
-    assert onnx.vad_pool is not None
-    assert onnx.vad_pool.engine == "paraformer-onnx"
-    mixed = GatewaySettings.from_env(
-        {**env, "ASR_ENGINE": "paraformer-onnx", "ASR_OFFLINE_ENGINE": "paraformer"}
-    )
-    assert mixed.offline_pool is not None
-    assert mixed.offline_pool.engine == "paraformer"
-    assert mixed.vad_pool is not None
-    assert mixed.vad_pool.engine == "paraformer-onnx"
+    onnx = GatewaySettings.from_env({**env, "ASR_RUNTIME": "onnx"}).companions
+    assert (onnx[Role.OFFLINE].runtime, onnx[Role.VAD].runtime) == ("onnx", "onnx")
+    old_names = {**env, "ASR_ENGINE": "paraformer-onnx", "ASR_OFFLINE_ENGINE": "paraformer"}
+    mixed = GatewaySettings.from_env(old_names).companions
+    assert (mixed[Role.OFFLINE].runtime, mixed[Role.VAD].runtime) == ("torch", "onnx")
