@@ -90,6 +90,11 @@ class PoolSettings:
             raise ValueError("slot_bytes must be a positive even number")
         if self.slots_per_worker < 1 or self.max_batch < 1 or self.stream_window < 1:
             raise ValueError("slots, max batch and stream window must be at least 1")
+        if self.engine is not None and (self.engine in RUNTIMES or self.engine in RUNTIME_ALIASES):
+            raise ValueError(
+                f"engine {self.engine!r} is a runtime: set runtime (ASR_RUNTIME); an engine"
+                " is a class, 'package.module:Class', or one of ours by name"
+            )
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}")
         if self.onnx_precision not in PRECISIONS:

@@ -216,7 +216,7 @@ def kind_named(name: str) -> KindRow | None:
 
 
 def kinds_for(role: Role) -> tuple[KindRow, ...]:
-    return tuple(kind for kind in KINDS if kind.role is role)
+    return tuple(kind for kind in KINDS if kind.role == role)
 
 
 def synthetic_builds() -> dict[str, str]:

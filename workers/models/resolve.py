@@ -62,7 +62,7 @@ def resolve_model(model: str, cache_dir: str, role: Role = Role.STREAMING) -> Re
     offline one, ...); a directory holding a kind of model that cannot fill it is refused.
     """
     variable = ROLE_SETTINGS[role]
-    if model == MODEL_FREE and role is Role.STREAMING:
+    if model == MODEL_FREE and role == Role.STREAMING:
         free = kind_named(MODEL_FREE)
         assert free is not None, "the table has the model-free kind"
         return ResolvedModel(free, None, "checksum (model-free)")
@@ -164,7 +164,7 @@ def _from_directory(path: Path, name: str, role: Role = Role.STREAMING) -> Resol
         raise WorkerLoadError(f"{variable}={name}: {path} has no config.yaml")
     found = model_class(path)
     kind = kind_of_class(found)
-    if kind is None or kind.role is not role:
+    if kind is None or kind.role != role:
         fits = kinds_for(role)
         what = " or ".join(kind.description for kind in fits if kind.classes)
         supported = ", ".join(c for kind in fits for c in kind.classes)

@@ -184,7 +184,7 @@ def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
     serves SenseVoice on sensevoice-onnx; the text and tags are funasr's."""
     streaming = PoolSettings(model="checksum", devices=("cpu",))
     offline = replace(
-        streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE, engine="paraformer-onnx"
+        streaming, model=str(tiny_sensevoice_model), kind=Role.OFFLINE, runtime="onnx"
     )
     settings = GatewaySettings(
         pool=streaming, companions={Role.OFFLINE: offline}, idle_timeout_s=30.0

@@ -97,7 +97,7 @@ async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: P
     expected = funasr_vad(reference, audio[:-960], cache)
     expected += funasr_final(reference, audio[-960:], cache)
     settings = PoolSettings(
-        model=str(tiny_vad_model), kind=Role.VAD, engine="paraformer-onnx", devices=("cpu",)
+        model=str(tiny_vad_model), kind=Role.VAD, runtime="onnx", devices=("cpu",)
     )
     found: list[list[int]] = []
     async with WorkerPool(settings) as pool:

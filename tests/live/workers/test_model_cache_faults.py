@@ -86,7 +86,7 @@ async def main():
     cache, model = sys.argv[1], sys.argv[2]
     shutil.copytree(SOURCE, model, ignore=shutil.ignore_patterns("onnx-gateway"))
     settings = PoolSettings(
-        model=model, model_cache_dir=cache, devices=("cpu",), engine="paraformer-onnx"
+        model=model, model_cache_dir=cache, devices=("cpu",), runtime="onnx"
     )
     error, left, served, roomy_s = await start_twice(settings, cache, "16m")
     report(error=error, left=left, served=served, roomy_s=roomy_s)

@@ -14,13 +14,14 @@ ROOT = Path(__file__).resolve().parents[3]
 # between first imports.
 SCRIPT = """
 import json, sys, threading
+from shared.engines import Role
 from workers.models.resolve import resolve_model
 
 outcomes = {}
 
 def resolve(kind):
     try:
-        outcomes[kind] = resolve_model("synthetic:tiny", sys.argv[1], kind).engine
+        outcomes[kind] = resolve_model("synthetic:tiny", sys.argv[1], Role(kind)).kind.name
     except BaseException as exc:
         outcomes[kind] = repr(exc)
 
@@ -49,6 +50,6 @@ def test_models_of_several_kinds_build_in_threads_at_once(tmp_path: Path) -> Non
     assert outcomes == {
         "offline": "paraformer-offline",
         "vad": "fsmn-vad",
-        "punc": "paraformer-offline",  # a punctuator is loaded by the offline engine
-        "streaming": "paraformer",
+        "punc": "ct-transformer",
+        "streaming": "paraformer-streaming",
     }
