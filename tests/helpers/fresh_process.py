@@ -35,7 +35,7 @@ def report(**findings):
     print("RESULT " + json.dumps(findings), flush=True)
 
 async def until(condition, timeout):
-    with anyio.fail_after(timeout):
+    with within(timeout):
         while not condition():
             await anyio.sleep(0.005)
 """

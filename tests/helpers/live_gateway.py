@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.gateway import Gateway
 from tests.helpers.checksums import checksum
+from tests.helpers.timing import within
 
 CHECKSUM_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu"}
 # Two model-free models (ASR_MODELS): the default, and one a client reaches by name.
@@ -74,7 +75,7 @@ def log_mark(server: Gateway) -> int:
 async def assert_ended_quietly(server: Gateway, since: int) -> str:
     """Wait until the server holds no session, then check its log since ``since``: no
     session closed with an error code, no traceback. Returns that part of the log."""
-    with anyio.fail_after(SETTLE_TIMEOUT_S):
+    with within(SETTLE_TIMEOUT_S):
         async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
             while True:
                 if not (await http.get("/readyz")).json()["sessions"]["active"]:

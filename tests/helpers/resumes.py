@@ -3,7 +3,10 @@ connection as a network would, resume it, read what a refusal says, and read met
 
 from __future__ import annotations
 
+import fcntl
 import json
+import struct
+import termios
 from typing import Any
 
 import anyio
@@ -14,6 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.common.gateway import Gateway
 from tests.helpers.checksums import config
+from tests.helpers.timing import within
 
 KEY_A, KEY_B = "resume-key-a", "resume-key-b"
 FRAME_BYTES = 1920  # what gateway.client sends: 60 ms x chunk_size[1] / chunk_interval
@@ -45,6 +49,22 @@ async def results_up_to(websocket: ClientConnection, count: int) -> list[dict[st
         if "result_id" in message:
             results.append(message)
     return results
+
+
+async def until_acknowledged(websocket: ClientConnection) -> None:
+    """Wait (up to 5 s) until every byte written on the connection is in the server's
+    kernel: the transport's buffer empty, and nothing unacknowledged in the socket's send
+    queue (``TIOCOUTQ``)."""
+    transport = websocket.transport
+    sock = transport.get_extra_info("socket")
+    with within(5):
+        while transport.get_write_buffer_size() or _unacknowledged(sock.fileno()):  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+
+
+def _unacknowledged(fd: int) -> int:
+    (count,) = struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))
+    return int(count)
 
 
 def drop(websocket: ClientConnection) -> None:
@@ -89,6 +109,6 @@ async def metric(server: Gateway, name: str) -> float:
 
 async def until_metric(server: Gateway, name: str, value: float) -> None:
     """Wait (up to 5 s) for a metric to read ``value``: the server updates it as it goes."""
-    with anyio.fail_after(5):
+    with within(5):
         while await metric(server, name) != value:  # noqa: ASYNC110 (another process)
             await anyio.sleep(0.05)

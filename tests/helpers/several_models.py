@@ -20,6 +20,7 @@ import openai
 from bench.common.gateway import Gateway
 from gateway.client import ServerError, transcribe
 from tests.helpers.realtime_audio import COMPLETED
+from tests.helpers.timing import within
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.models.synthetic.base import CJK_FIRST, TINY_VOCAB
 
@@ -139,7 +140,7 @@ async def sessions_through_a_fault(
         except ServerError as error:
             outcomes[key] = error
 
-    with anyio.fail_after(120):
+    with within(120):
         async with anyio.create_task_group() as group:
             for key, name in sessions.items():
                 group.start_soon(run, key, name)

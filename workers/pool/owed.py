@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 
 from shared.messages import SAMPLE_RATE
 
@@ -27,7 +28,8 @@ class OwedWork:
     utterances, the worker says when it is ready.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self.whole_utterances = False
         self._utterances: dict[int, int] = {}
         self._owed: collections.deque[int] = collections.deque()
@@ -48,7 +50,7 @@ class OwedWork:
         self._owed.append(cost)
         self._owed_samples += cost
         if self._owed_since is None:
-            self._owed_since = time.monotonic()
+            self._owed_since = self._clock()
             self._budget_samples = cost
         elif whole_utterance:
             self._budget_samples += cost
@@ -60,7 +62,7 @@ class OwedWork:
 
     def progressed(self) -> None:
         """A batch of answers was read: the silence, if any, restarts now."""
-        self._owed_since = time.monotonic() if self._owed else None
+        self._owed_since = self._clock() if self._owed else None
         self._budget_samples = self._owed_samples
 
     def forget(self, stream_id: int) -> None:
@@ -73,7 +75,7 @@ class OwedWork:
     def seconds_without_progress(self) -> float:
         """How long the worker has owed answers without sending any (0 if it owes none)."""
         owed_since = self._owed_since
-        return 0.0 if owed_since is None else time.monotonic() - owed_since
+        return 0.0 if owed_since is None else self._clock() - owed_since
 
     @property
     def owed_audio_seconds(self) -> float:

@@ -22,6 +22,7 @@ from bench.common.cutting_proxy import (
     random_cuts,
     within_limit,
 )
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +105,7 @@ async def connect(proxy: CuttingProxy) -> SocketStream:
 async def test_an_up_cut_delivers_exactly_its_bytes_then_ends_both_sides(
     how: Literal["reset", "close"], end: End
 ) -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target()) as target,
             cutting_proxy(target.port, [Cut(up_bytes=1000, how=how)]) as proxy,
@@ -124,7 +125,7 @@ async def test_an_up_cut_delivers_exactly_its_bytes_then_ends_both_sides(
 async def test_a_down_cut_delivers_exactly_its_bytes_then_ends_both_sides(
     how: Literal["reset", "close"], end: End
 ) -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target(greeting=PAYLOAD)) as target,
             cutting_proxy(target.port, [Cut(down_bytes=1234, how=how)]) as proxy,
@@ -139,7 +140,7 @@ async def test_a_down_cut_delivers_exactly_its_bytes_then_ends_both_sides(
 
 
 async def test_an_up_cut_at_zero_cuts_before_anything_is_relayed() -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target(greeting=b"hello")) as target,
             cutting_proxy(target.port, [Cut(up_bytes=0)]) as proxy,
@@ -151,7 +152,7 @@ async def test_an_up_cut_at_zero_cuts_before_anything_is_relayed() -> None:
 
 
 async def test_hold_down_keeps_the_servers_bytes_back_until_the_cut() -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target(echo=True)) as target,
             cutting_proxy(target.port, [Cut(up_bytes=10, hold_down=True)]) as proxy,
@@ -168,7 +169,7 @@ async def test_hold_down_keeps_the_servers_bytes_back_until_the_cut() -> None:
 
 
 async def test_an_after_s_cut_ends_a_held_connection() -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target(greeting=b"results")) as target,
             cutting_proxy(target.port, [Cut(after_s=0.05, hold_down=True)]) as proxy,
@@ -183,7 +184,7 @@ async def test_an_after_s_cut_ends_a_held_connection() -> None:
 
 async def test_no_cut_relays_everything_both_ways_and_passes_a_half_close_on() -> None:
     data = PAYLOAD * 10  # 100 KiB: many reads and writes each way
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with (
             serving(Target(echo=True)) as target,
             cutting_proxy(target.port, [None]) as proxy,
@@ -204,7 +205,7 @@ async def test_no_cut_relays_everything_both_ways_and_passes_a_half_close_on() -
 
 
 async def test_a_client_reset_is_passed_on_to_the_server() -> None:
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with serving(Target()) as target, cutting_proxy(target.port) as proxy:
             client = await connect(proxy)
             received = target.received
@@ -223,7 +224,7 @@ async def test_a_refused_target_resets_the_client() -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
         port = unused.getsockname()[1]
-        with anyio.fail_after(TEST_TIMEOUT_S):
+        with within(TEST_TIMEOUT_S):
             async with cutting_proxy(port) as proxy, await connect(proxy) as client:
                 assert await read_to_end(client) == (b"", "reset")
     assert proxy.connections[0].target_refused
@@ -231,7 +232,7 @@ async def test_a_refused_target_resets_the_client() -> None:
 
 async def test_random_cuts_cut_each_connection_where_drawn_then_let_the_rest_through() -> None:
     plan = random_cuts(11, 3, (1, len(PAYLOAD) - 1))
-    with anyio.fail_after(TEST_TIMEOUT_S):
+    with within(TEST_TIMEOUT_S):
         async with serving(Target()) as target, cutting_proxy(target.port, plan) as proxy:
             for _ in range(4):
                 async with await connect(proxy) as client:

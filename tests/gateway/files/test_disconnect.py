@@ -11,6 +11,7 @@ from starlette.types import Message, Scope
 
 from gateway.files.disconnect import CLIENT_GONE, while_connected
 from gateway.files.request import TranscribeError
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,7 @@ async def test_the_work_answers_while_the_client_stays() -> None:
     async def work(request: Request) -> bytes:
         return await request.body()
 
-    with anyio.fail_after(5):
+    with within(5):
         assert await while_connected(Request(SCOPE, client.receive), work) == b"hello world"
 
 
@@ -70,7 +71,7 @@ async def test_the_work_is_cancelled_when_the_client_leaves_after_its_body() -> 
         except TranscribeError as refused:
             refusals.append(refused)
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             group.start_soon(transcribe)
             await anyio.wait_all_tasks_blocked()
@@ -91,7 +92,7 @@ async def test_nothing_is_read_for_the_watch_before_the_body_is_whole() -> None:
         await request.body()
         return 0
 
-    with anyio.fail_after(5):
+    with within(5):
         await while_connected(Request(SCOPE, client.receive), work)
     assert reads_before_body == [0]
 
@@ -106,7 +107,7 @@ async def test_a_client_gone_while_sending_fails_the_reading_and_is_no_cancel() 
             await anyio.wait_all_tasks_blocked()  # the watch had its chance to cancel
             raise TranscribeError(400, "disconnected", "gone while sending") from None
 
-    with anyio.fail_after(5), pytest.raises(TranscribeError) as info:
+    with within(5), pytest.raises(TranscribeError) as info:
         await while_connected(Request(SCOPE, client.receive), work)
     assert info.value.reason == "disconnected"
 
@@ -117,7 +118,7 @@ async def test_work_that_never_reads_the_body_answers_without_waiting_for_it() -
     async def work(request: Request) -> str:
         return "refused before the body"
 
-    with anyio.fail_after(5):
+    with within(5):
         assert await while_connected(Request(SCOPE, client.receive), work) == (
             "refused before the body"
         )

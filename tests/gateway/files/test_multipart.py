@@ -22,6 +22,7 @@ from gateway.files.multipart import (
     read_capped,
     read_form,
 )
+from tests.helpers.timing import within
 
 BOUNDARY = b"----b0undary"
 CONTENT_TYPE = "multipart/form-data; boundary=" + BOUNDARY.decode()
@@ -243,9 +244,8 @@ async def test_a_body_that_falls_behind_the_least_rate_is_408() -> None:
     """A trickle that would hold a transcription place for ASR_UPLOAD_TIMEOUT at almost no
     cost: refused as soon as its average falls behind."""
     body = _arriving([(0.05, bytes(10))] * 100)  # 200 bytes a second
-    with anyio.fail_after(2):
-        with pytest.raises(TranscribeError) as refused:
-            await _read(paced(body, 8000, grace_s=0.1))
+    with within(2), pytest.raises(TranscribeError) as refused:
+        await _read(paced(body, 8000, grace_s=0.1))
     assert refused.value.status == 408
     assert "ASR_UPLOAD_MIN_BYTES_PER_SECOND" in refused.value.message
 
@@ -254,6 +254,6 @@ async def test_a_body_that_falls_behind_the_least_rate_is_408() -> None:
 async def test_a_body_that_stalls_is_408_when_it_falls_behind() -> None:
     body = _arriving([(0.0, bytes(800)), (3600.0, b"")])  # 0.1 s of the rate, then nothing
     started = anyio.current_time()
-    with anyio.fail_after(2), pytest.raises(TranscribeError):
+    with within(2), pytest.raises(TranscribeError):
         await _read(paced(body, 8000, grace_s=0.1))
     assert anyio.current_time() - started == pytest.approx(0.2, abs=0.1)

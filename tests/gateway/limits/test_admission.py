@@ -8,6 +8,7 @@ from anyio import wait_all_tasks_blocked
 
 from gateway.limits.admission import Admission, Place
 from shared.errors import OverCapacityError, ShuttingDownError
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +58,7 @@ async def test_wait_idle_returns_when_the_last_session_leaves() -> None:
         await admission.wait_idle()
         done.set()
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             group.start_soon(wait)
             for place in places:
@@ -68,7 +69,7 @@ async def test_wait_idle_returns_when_the_last_session_leaves() -> None:
 
 
 async def test_wait_idle_with_no_session_returns_at_once() -> None:
-    with anyio.fail_after(1):
+    with within(1):
         await Admission(1).wait_idle()
 
 
@@ -82,7 +83,7 @@ def test_needs_a_place() -> None:
 
 async def test_a_free_place_is_taken_without_waiting() -> None:
     admission = Admission(1)
-    with anyio.fail_after(1):
+    with within(1):
         place = await admission.wait_for_place(30.0, 4)
     assert admission.active == 1
     assert admission.waiting == 0
@@ -105,7 +106,7 @@ async def test_a_released_place_goes_to_the_waiter() -> None:
     async def wait() -> None:
         got.append(await admission.wait_for_place(30.0, 4))
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             group.start_soon(wait)
             await wait_all_tasks_blocked()
@@ -130,7 +131,7 @@ async def test_places_go_to_waiters_in_the_order_they_came() -> None:
         await wait_all_tasks_blocked()  # hold it until every other task waits again
         place.release()
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             for index in range(5):
                 group.start_soon(wait, index)
@@ -144,7 +145,7 @@ async def test_places_go_to_waiters_in_the_order_they_came() -> None:
 async def test_a_waiter_over_the_bound_is_refused_at_once() -> None:
     admission = Admission(1)
     held = admission.admit()
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             for _ in range(2):
                 group.start_soon(admission.wait_for_place, 30.0, 2)
@@ -162,7 +163,7 @@ async def test_a_waiter_over_the_bound_is_refused_at_once() -> None:
 async def test_a_waiter_is_refused_when_no_place_comes_free_in_time() -> None:
     admission = Admission(1)
     admission.admit()
-    with anyio.fail_after(5), pytest.raises(OverCapacityError, match="ASR_ADMISSION_WAIT"):
+    with within(5), pytest.raises(OverCapacityError, match="ASR_ADMISSION_WAIT"):
         await admission.wait_for_place(0.05, 4)
     assert admission.waiting == 0
     assert admission.active == 1
@@ -179,7 +180,7 @@ async def test_the_drain_refuses_every_waiter_at_once() -> None:
         except ShuttingDownError as exc:
             refused.append(exc.close_code)
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             for _ in range(3):
                 group.start_soon(wait)
@@ -203,7 +204,7 @@ async def test_a_cancelled_waiter_leaves_the_line_and_the_next_gets_the_place() 
         got.append(name)
         place.release()
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             first_scope = anyio.CancelScope()
             group.start_soon(_in_scope, first_scope, wait, "first")

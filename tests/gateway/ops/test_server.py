@@ -12,6 +12,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from gateway.ops.server import DrainingServer
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +75,7 @@ class Server(DrainingServer):
 async def test_the_first_signal_drains_then_the_server_exits_cleanly(raised: list[int]) -> None:
     app = DrainingApp()
     server = Server(app)
-    with anyio.fail_after(10):
+    with within(10):
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)
             await server.serving.wait()
@@ -90,7 +91,7 @@ async def test_the_first_signal_drains_then_the_server_exits_cleanly(raised: lis
 async def test_a_second_signal_is_uvicorns_own(raised: list[int]) -> None:
     app = DrainingApp()
     server = Server(app)
-    with anyio.fail_after(10):
+    with within(10):
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)
             await server.serving.wait()

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.ops.server import DrainingServer
 from gateway.ops.side_tasks import keep_running
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +31,7 @@ async def test_a_task_that_fails_is_started_again_after_a_growing_pause(
         if len(runs) < 4:
             raise RuntimeError(f"failure {len(runs)}")
 
-    with anyio.fail_after(5):
+    with within(5):
         await keep_running("the flaky task", flaky, first_pause_s=0.05, most_pause_s=0.1)
     assert len(runs) == 4
     pauses = [later - earlier for earlier, later in itertools.pairwise(runs)]
@@ -55,7 +56,7 @@ async def test_cancelling_a_kept_task_ends_it() -> None:
         started.set()
         await anyio.sleep_forever()
 
-    with anyio.fail_after(5):
+    with within(5):
         async with anyio.create_task_group() as group:
             group.start_soon(keep_running, "forever", forever)
             await started.wait()
@@ -120,7 +121,7 @@ async def test_a_drain_that_fails_still_shuts_the_server_down(
 ) -> None:
     app = App()
     server = Server(app)
-    with anyio.fail_after(10):
+    with within(10):
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)
             await server.serving.wait()
@@ -138,7 +139,7 @@ async def test_a_server_whose_app_lost_serving_shuts_down_and_says_why(
     app = App()
     server = Server(app)
     caplog.set_level(logging.ERROR, "gateway.ops.server")
-    with anyio.fail_after(10):
+    with within(10):
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)
             await server.serving.wait()

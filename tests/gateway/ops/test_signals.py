@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from gateway.ops.signals import HANDLED_SIGNALS, SignalDrain
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +40,7 @@ async def test_the_first_signal_only_wakes_the_drain(server: FakeServer) -> None
     with SignalDrain() as drain:
         assert drain.installed
         signal.raise_signal(signal.SIGTERM)
-        with anyio.fail_after(5):
+        with within(5):
             await drain.received.wait()
         assert drain.signal == signal.SIGTERM
         assert not server.should_exit

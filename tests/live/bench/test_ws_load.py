@@ -14,6 +14,7 @@ import pytest
 from bench.common.gateway import Gateway, serve
 from bench.common.stats import distribution
 from bench.load.sweep import markdown, parse_config
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +27,7 @@ async def run_ws_load(server: Gateway, tmp_path: Path, *args: str) -> dict[str, 
     report = tmp_path / "load.json"
     command = [sys.executable, "-m", "bench.load.ws_load", "--url", server.url, *args]
     command += ["--verify", "--quiet", "--json", str(report)]
-    with anyio.fail_after(60):
+    with within(60):
         completed = await anyio.run_process(
             command, cwd=ROOT, check=False, stdin=subprocess.DEVNULL
         )

@@ -40,6 +40,7 @@ from tests.helpers.live_gateway import (
     log_mark,
     write_wavs,
 )
+from tests.helpers.timing import within
 
 MODES = ["online", "offline", "2pass"]
 STREAMING_MODE = {"online": ["online"], "2pass": ["2pass-online"]}
@@ -126,7 +127,7 @@ async def test_async_file_asr(server: Gateway, wavs: list[Wav], mode: str) -> No
     and what ``async_file_asr`` merges of it (only ``2pass-offline`` messages)."""
     mark = log_mark(server)
     for wav in wavs:
-        with anyio.fail_after(SESSION_TIMEOUT_S):
+        with within(SESSION_TIMEOUT_S):
             messages = [
                 dict(message) async for message in async_file_asr_stream(wav.path, server.url, mode)
             ]
@@ -152,7 +153,7 @@ async def test_sync_file_asr(server: Gateway, wavs: list[Wav], mode: str) -> Non
 
     mark = log_mark(server)
     for wav in wavs:
-        with anyio.fail_after(SESSION_TIMEOUT_S):
+        with within(SESSION_TIMEOUT_S):
             messages, merged = await anyio.to_thread.run_sync(
                 recognise, wav, abandon_on_cancel=True
             )
@@ -173,7 +174,7 @@ async def test_async_client_blocking(server: Gateway, wavs: list[Wav], mode: str
     frame, a normal close, and nothing in the gateway's log."""
     mark = log_mark(server)
     for wav in wavs:
-        with anyio.fail_after(SESSION_TIMEOUT_S):
+        with within(SESSION_TIMEOUT_S):
             client = async_funasr_client(
                 server.url, mode=mode, wav_name=wav.path.name, audio_fs=16_000, blocking=True
             )
@@ -197,7 +198,7 @@ async def test_async_client_recv_with_hotwords(server: Gateway, wavs: list[Wav])
     message at a time until the final."""
     wav = wavs[0]
     mark = log_mark(server)
-    with anyio.fail_after(SESSION_TIMEOUT_S):
+    with within(SESSION_TIMEOUT_S):
         client = async_funasr_client(
             server.url,
             mode="2pass",
@@ -229,7 +230,7 @@ async def test_async_client_callback(server: Gateway, wavs: list[Wav], mode: str
     wav = wavs[0]
     messages: list[dict[str, Any]] = []
     mark = log_mark(server)
-    with anyio.fail_after(SESSION_TIMEOUT_S):
+    with within(SESSION_TIMEOUT_S):
         client = async_funasr_client(server.url, mode=mode, wav_name=wav.path.name)
 
         def on_message(message: dict[str, Any]) -> None:  # run in the loop's executor

@@ -39,6 +39,7 @@ pytest.importorskip(
 )
 from playwright.async_api import Dialog, FileChooser, Page, Route, WebSocket
 
+from tests.helpers.timing import within
 from tests.live.gateway.browser import CHROMIUM, Traffic, browser_page, write_tone
 
 VENDOR = Path(__file__).resolve().parent / "vendor" / "funasr_html5"
@@ -177,7 +178,7 @@ class FunasrPage:
         await self.wait_enabled("btnStart")
         await self.page.click("#btnStart")
         await self.wait_enabled("btnStop")
-        with anyio.fail_after(TIMEOUT_S):
+        with within(TIMEOUT_S):
             await self.audio_sent.wait()
         await anyio.sleep(RECORD_S)  # the recording's length
         await self.page.click("#btnStop")

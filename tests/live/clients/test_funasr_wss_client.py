@@ -39,6 +39,7 @@ from tests.helpers.live_gateway import (
     log_mark,
     write_wavs,
 )
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -89,7 +90,7 @@ async def run_client(
         *("--result_timeout", "20"),
         *options,
     ]
-    with anyio.fail_after(RUN_TIMEOUT_S):
+    with within(RUN_TIMEOUT_S):
         done = await anyio.run_process(command, cwd=folder, check=False, stdin=subprocess.DEVNULL)
     run = ClientRun(
         folder, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")

@@ -30,6 +30,7 @@ import pytest
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import checksum
 from tests.helpers.live_gateway import RATE, Wav, assert_ended_quietly, log_mark
+from tests.helpers.timing import within
 from tests.live.clients.test_funasr_wss_client import relay_to, run_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -207,7 +208,7 @@ async def test_funasr_html5_page_shows_every_text_once_while_offline_decodes_are
         await funasr.wait_enabled("btnStart")
         await page.click("#btnStart")
         await funasr.wait_enabled("btnStop")
-        with anyio.fail_after(STOP_TO_CLOSE_S * 5):
+        with within(STOP_TO_CLOSE_S * 5):
             await funasr.audio_sent.wait()
         await anyio.sleep(RECORD_S)
         await page.click("#btnStop")

@@ -22,6 +22,7 @@ from websockets.typing import Subprotocol
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -138,7 +139,7 @@ async def sessions_active(server: Gateway) -> float:
 
 
 async def wait_for_no_session(server: Gateway) -> None:
-    with anyio.fail_after(30):
+    with within(30):
         while await sessions_active(server):  # noqa: ASYNC110 (another process's state)
             await anyio.sleep(0.05)
 
@@ -213,7 +214,7 @@ async def test_a_bad_frame_gets_a_close_code_and_one_log_line_at_most(
         finally:
             client.close()
 
-    with anyio.fail_after(30):
+    with within(30):
         code = await anyio.to_thread.run_sync(exchange)
         await wait_for_no_session(live)
     assert code in codes
@@ -253,7 +254,7 @@ async def test_a_flood_of_tiny_frames_is_closed_with_our_error_frame_and_1008(
     async with connect(
         live.url, subprotocols=[Subprotocol("binary")], compression=None, proxy=None
     ) as ws:
-        with anyio.fail_after(60):
+        with within(60):
             await ws.send(config())
             try:
                 while sent < 1_000_000:  # as fast as the client can: 1-2 byte frames
@@ -287,6 +288,6 @@ async def test_a_good_session_after_the_flood_verifies(live: Gateway) -> None:
         for start in range(0, len(pcm), 1920):  # unpaced, in FunASR's 60 ms frames
             await ws.send(pcm[start : start + 1920])
         await ws.send(END)
-        with anyio.fail_after(30):
+        with within(30):
             final = json.loads(await ws.recv())
     assert final["text"] == checksum(pcm)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import anyio
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -15,6 +14,7 @@ from websockets.typing import Origin, Subprotocol
 from bench.common.gateway import serve
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import check_online
+from tests.helpers.timing import within
 from tests.live.gateway.test_uvicorn import expect_close
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -31,7 +31,7 @@ ENV = {
 async def test_keys_origins_and_the_client_cap(tmp_path: Path) -> None:
     pcm = random.Random(1).randbytes(19200 * 2)
     async with serve(ENV, tmp_path / "server.log") as server:
-        with anyio.fail_after(30):
+        with within(30):
             transcript = await transcribe(server.url, pcm, realtime=False, api_key="key-b")
             check_online(transcript.messages, pcm, 19200)
 

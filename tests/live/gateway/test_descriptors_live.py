@@ -34,6 +34,7 @@ from bench.common.gateway import Gateway, serve
 from bench.common.net import free_port
 from gateway.app import STATIC
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.timing import within
 from tests.helpers.wav import speech, wav_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -93,7 +94,7 @@ async def table_full(live: Live) -> AsyncIterator[None]:
     try:
         for _ in range(NOFILE):
             held.append(socket.create_connection(("127.0.0.1", live.server.port)))
-        with anyio.fail_after(10):
+        with within(10):
             while descriptors(live.server.pid) < NOFILE:  # noqa: ASYNC110 (another process)
                 await anyio.sleep(0.02)
         yield
@@ -110,7 +111,7 @@ async def table_nearly_full(live: Live, free: int) -> AsyncIterator[None]:
     held: list[socket.socket] = []
     pid = live.server.pid
     try:
-        with anyio.fail_after(20):
+        with within(20):
             while True:
                 while (before := descriptors(pid)) < NOFILE - free:
                     held.append(socket.create_connection(("127.0.0.1", live.server.port)))
@@ -138,7 +139,7 @@ def http_get(port: int, path: str) -> tuple[int, bytes]:
 
 
 async def wait_for_line(live: Live, text: str, offset: int) -> None:
-    with anyio.fail_after(10):
+    with within(10):
         while not any(text in line for line in live.log_since(offset)):  # noqa: ASYNC110
             await anyio.sleep(0.05)
 
@@ -165,7 +166,7 @@ async def receive_all(sock: socket.socket) -> bytes:
 
 async def a_session_verifies(url: str, sock: socket.socket | None = None) -> None:
     pcm = bytes(range(256)) * 75
-    with anyio.fail_after(30):
+    with within(30):
         async with connect(url, compression=None, proxy=None, sock=sock) as ws:
             await ws.send(config(mode="offline"))
             await ws.send(pcm)
@@ -176,7 +177,7 @@ async def a_session_verifies(url: str, sock: socket.socket | None = None) -> Non
 
 async def serves_as_before(live: Live) -> None:
     async with httpx.AsyncClient(base_url=live.server.http, trust_env=False) as http:
-        with anyio.fail_after(10):
+        with within(10):
             while (await http.get("/readyz")).status_code != 200:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         health = await http.get("/healthz")
@@ -209,7 +210,7 @@ async def test_a_live_session_goes_on_while_the_table_is_full(live: Live) -> Non
             probe = pending(live.agent_port)
             await ws.send(pcm)
             await ws.send(END)
-            with anyio.fail_after(30):
+            with within(30):
                 final = json.loads(await ws.recv())
     assert final["text"] == checksum(pcm)
     assert await receive_all(probe) == b"ready up 100%\n"
@@ -233,7 +234,7 @@ async def test_a_session_arriving_while_the_table_is_full_is_served_or_closed_at
 async def main_port_fault_over(live: Live) -> None:
     """asyncio does not say when an accept works again: the gateway says so after a quiet
     2 s; a fault that starts again before then is the same fault, and gets no new line."""
-    with anyio.fail_after(10):
+    with within(10):
         while True:
             lines = live.log_since(0)
             started = sum("main port: accept failed" in line for line in lines)

@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, check_online, config, random_frames
 from tests.helpers.loops import UVICORN_LOOPS
+from tests.helpers.timing import within
 from tests.live.gateway.test_uvicorn import open_session, receive_until_final, send_frames
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -38,7 +39,7 @@ async def readyz(server: Gateway) -> dict[str, Any]:
 
 async def wait_until_all_released(server: Gateway, slots: int = 64) -> dict[str, Any]:
     """Poll /readyz until no session, stream, slot or worker-side state is held."""
-    with anyio.fail_after(15):
+    with within(15):
         while True:
             status = await readyz(server)
             if status["sessions"]["active"] == 0 and all(
@@ -120,7 +121,7 @@ async def test_a_worker_lost_mid_stream_fails_only_its_sessions(tmp_path: Path, 
         victim = (await readyz(server))["workers"][0]
         outcomes = [Outcome() for _ in range(6)]
         fault_done = anyio.Event()
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for index, out in enumerate(outcomes):
                     started = anyio.Event()
@@ -176,7 +177,7 @@ async def test_dropped_connections_release_every_resource(
     loop = ("--loop", uvicorn_loop)
     async with serve(env, tmp_path / "server.log", options=loop) as server:
         rng = random.Random(11)
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for _ in range(40):
                     group.start_soon(drop_at_a_random_point, server, random.Random(rng.random()))
@@ -229,7 +230,7 @@ async def test_twice_max_sessions_at_once(tmp_path: Path) -> None:
         rss_before = rss_kib(server.pid)
         tally = Tally(expected_refusals=places)
         hold = anyio.Event()
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for index in range(2 * places):
                     group.start_soon(admitted_or_refused, server, index, hold, tally)

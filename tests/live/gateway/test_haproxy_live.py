@@ -31,6 +31,7 @@ from bench.common.cutting_proxy import cutting_proxy, random_cuts
 from bench.common.haproxy_cluster import CONFIG, HAPROXY, Cluster, haproxy_cluster
 from gateway.client import transcribe
 from tests.helpers.checksums import checksum, config
+from tests.helpers.timing import within
 
 pytestmark = [
     pytest.mark.anyio,
@@ -73,7 +74,7 @@ async def _open_session(url: str) -> tuple[ClientConnection, str]:
 
 async def _until_idle(cluster: Cluster) -> None:
     """Every replica's sessions over, as HAProxy counts them."""
-    with anyio.fail_after(10):
+    with within(10):
         while any(int(row["scur"]) for row in cluster.servers().values()):  # noqa: ASYNC110 (HAProxy's)
             await anyio.sleep(0.05)
 
@@ -103,7 +104,7 @@ async def test_a_full_replica_is_skipped(cluster: Cluster) -> None:
     """gw1 filled by clients that reach it directly: its agent says weight 0 (and /readyz
     503) and HAProxy sends the next sessions elsewhere."""
     direct = [await _open_session(cluster.replicas["gw1"].url) for _ in range(PLACES)]
-    with anyio.fail_after(5):
+    with within(5):
         while cluster.servers()["gw1"]["weight"] != "0":  # noqa: ASYNC110 (HAProxy's)
             await anyio.sleep(0.02)
     through = [await _open_session(cluster.url) for _ in range(4)]
@@ -111,7 +112,7 @@ async def test_a_full_replica_is_skipped(cluster: Cluster) -> None:
     for websocket, _ in [*direct, *through]:
         await websocket.close()
     await _until_idle(cluster)
-    with anyio.fail_after(5):  # its weight back once places are free
+    with within(5):  # its weight back once places are free
         while cluster.servers()["gw1"]["weight"] == "0":  # noqa: ASYNC110 (HAProxy's)
             await anyio.sleep(0.02)
 

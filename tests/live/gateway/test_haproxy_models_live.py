@@ -11,13 +11,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from websockets.asyncio.client import connect
 
 from bench.common.haproxy_cluster import HAPROXY, Cluster, haproxy_cluster
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import checksum
+from tests.helpers.timing import within
 
 pytestmark = [
     pytest.mark.anyio,
@@ -72,7 +72,7 @@ async def test_a_replica_whose_model_is_full_gets_that_models_sessions_no_more(
     config = json.dumps({"mode": "online", "wav_name": "held", "is_speaking": True})
     gw1 = cluster.replicas["gw1"]
     pcm = b"\3\0" * 16000
-    with anyio.fail_after(60):
+    with within(60):
         held = [await connect(en(gw1.url), compression=None) for _ in range(FULL)]
         for ws in held:  # straight to gw1
             await ws.send(config)
@@ -100,7 +100,7 @@ async def test_a_replica_whose_model_is_full_gets_that_models_sessions_no_more(
 
 async def test_a_model_no_replica_can_take_is_refused_by_haproxy(cluster: Cluster) -> None:
     config = json.dumps({"mode": "online", "wav_name": "held", "is_speaking": True})
-    with anyio.fail_after(60):
+    with within(60):
         replicas = list(cluster.replicas.values()) * FULL
         held = [await connect(en(replica.url), compression=None) for replica in replicas]
         try:

@@ -17,6 +17,7 @@ from websockets.sync.client import connect
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -81,7 +82,7 @@ async def test_a_header_that_is_not_ascii_logs_one_line_and_the_server_serves_on
     live: Gateway, header: str, value: bytes, answer: bytes
 ) -> None:
     before = len(live.output().splitlines())
-    with anyio.fail_after(30):
+    with within(30):
         got = await anyio.to_thread.run_sync(raw_handshake, live.port, header, value)
         assert got.startswith(answer)
         await anyio.to_thread.run_sync(one_session, live)  # the server serves on
@@ -103,7 +104,7 @@ async def test_resume_tokens_and_api_keys_in_a_query_stay_out_of_the_log(live: G
     assert frame["type"] == "error"
     async with httpx.AsyncClient(base_url=live.http, trust_env=False) as http:
         await http.get(f"/readyz?model=x&token={secret_key}")
-    with anyio.fail_after(10):
+    with within(10):
         while "token=REDACTED" not in live.output():  # noqa: ASYNC110 (another process)
             await anyio.sleep(0.05)
     log = live.output()

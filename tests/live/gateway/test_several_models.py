@@ -39,6 +39,7 @@ from tests.helpers.several_models import (
     url,
     wav_bytes,
 )
+from tests.helpers.timing import within
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.models.synthetic.paraformer import build_model_dir
 
@@ -119,7 +120,7 @@ async def test_each_session_gets_its_own_models_text_as_funasr_gives_it(
         model = None if name == "default" else name
         got[name].append(await online_texts(server, model, pcm))
 
-    with anyio.fail_after(120):
+    with within(120):
         async with anyio.create_task_group() as group:  # all at once, two of each
             for name in ("zh", "en", "sum", "default") * 2:
                 group.start_soon(run, name)
@@ -134,7 +135,7 @@ async def test_the_config_names_the_model_and_the_url_cannot_be_overridden(
     server: Gateway,
 ) -> None:
     pcm = speech_like(1.3, 2).tobytes()
-    with anyio.fail_after(60):
+    with within(60):
         assert (await online_texts(server, None, pcm, model="sum"))[-1] == checksum(pcm)
         with pytest.raises(ServerError) as refused:
             await online_texts(server, "zh", pcm, model="sum")
@@ -146,7 +147,7 @@ async def test_an_unknown_model_is_refused_with_1008_before_any_place_is_taken(
     server: Gateway,
 ) -> None:
     before = (await readyz(server)).json()["sessions"]["active"]
-    with anyio.fail_after(30):
+    with within(30):
         async with connect(url(server, "klingon")) as ws:
             error = json.loads(await ws.recv())
             await ws.wait_closed()
@@ -165,7 +166,7 @@ async def test_a_full_model_refuses_with_1013_while_the_others_still_admit(
     server: Gateway, tiny_streaming_model: Path
 ) -> None:
     config = json.dumps({"mode": "online", "wav_name": "held", "is_speaking": True})
-    with anyio.fail_after(60):
+    with within(60):
         await sum_sessions_ended(server)
         held = [await connect(url(server, "sum")) for _ in range(SUM_PLACES)]
         try:
@@ -317,7 +318,7 @@ async def test_a_resumed_session_stays_on_its_model(server: Gateway) -> None:
     session_config = json.dumps(
         {"mode": "online", "wav_name": "kept", "is_speaking": True, "resumable": True}
     )
-    with anyio.fail_after(60):
+    with within(60):
         ws = await connect(url(server, "sum"), compression=None)
         await ws.send(session_config)
         token = json.loads(await ws.recv())["resume_token"]

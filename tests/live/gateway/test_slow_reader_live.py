@@ -24,6 +24,7 @@ import pytest
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import config
+from tests.helpers.timing import within
 from tests.live.gateway.test_abuse_live import BINARY, TEXT, RawClient, frame, wait_for_no_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -67,7 +68,7 @@ def stop_reading(port: int) -> RawClient:
 
 
 async def wait_for_line(server: Gateway, before: int) -> None:
-    with anyio.fail_after(60):
+    with within(60):
         while LINE not in server.output()[before:]:  # noqa: ASYNC110 (another process's log)
             await anyio.sleep(0.05)
 
@@ -84,7 +85,7 @@ async def test_a_client_that_never_reads_again_is_closed_and_reset(live: Gateway
         await wait_for_no_session(live)
         # Our frames cannot reach it: after the close's grace the connection is aborted,
         # not left for TCP to keep open as long as the client acknowledges.
-        with anyio.fail_after(30):
+        with within(30):
             while tcp_state(client.sock) != TCP_CLOSE:  # noqa: ASYNC110 (the kernel's state)
                 await anyio.sleep(0.05)
     finally:

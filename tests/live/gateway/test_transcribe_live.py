@@ -15,6 +15,7 @@ import pytest
 import soundfile
 
 from bench.common.gateway import Gateway, serve
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -100,7 +101,7 @@ async def refused_with_bounded_memory_and_disk(
             held.update(open_files_under(server.pid, tmpdir))
             await anyio.sleep(0.005)
 
-    with anyio.fail_after(120):
+    with within(120):
         async with (
             httpx.AsyncClient(base_url=server.http, trust_env=False, timeout=60) as http,
             anyio.create_task_group() as group,
@@ -151,7 +152,7 @@ async def test_a_declared_length_over_the_cap_is_answered_before_any_body_is_sen
         b"POST /v1/transcribe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 1073741824\r\n\r\n"
     )
-    with anyio.fail_after(30):
+    with within(30):
         async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
             await stream.send(head)  # and not one byte of the body
             answer = b""
@@ -187,7 +188,7 @@ async def test_a_body_slower_than_the_upload_timeout_is_408_and_frees_its_place(
         % BOUNDARY
     )
     part = b'--%s\r\nContent-Disposition: form-data; name="file"\r\n\r\n' % BOUNDARY
-    with anyio.fail_after(20):
+    with within(20):
         async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
             await stream.send(head + b"%x\r\n%s\r\n" % (len(part), part))
             answer = b""

@@ -19,6 +19,7 @@ import pytest
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.several_models import online_texts, wav_bytes
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -74,7 +75,7 @@ async def test_its_streams_hear_every_key_over_funasrs_protocol(server: Gateway)
         heard.append("".join(await online_texts(server, None, audio.tobytes())))
 
     heard: list[str] = []
-    with anyio.fail_after(60):
+    with within(60):
         async with anyio.create_task_group() as group:
             for seed in range(4):  # at once, on both workers
                 group.start_soon(session, seed, heard)
@@ -107,7 +108,7 @@ async def test_an_engine_that_is_not_one_fails_the_start_in_one_line(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ASR_MODEL"}
     env.update(_env(tmp_path, engine))
-    with anyio.fail_after(120):
+    with within(120):
         result = await anyio.run_process(
             [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
             cwd=ROOT,

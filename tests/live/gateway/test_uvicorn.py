@@ -30,6 +30,7 @@ from tests.helpers.checksums import (
     config,
     random_frames,
 )
+from tests.helpers.timing import within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -123,7 +124,7 @@ async def test_twenty_concurrent_sessions_get_every_checksum_right(tmp_path: Pat
     # what this test is about (tests/gateway/test_abuse*.py are).
     env = {**CHECKSUM_ENV, "ASR_MAX_FRAMES_PER_SECOND": "1e9"}
     async with serve(env, tmp_path / "server.log") as server:
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for index in range(20):
                     group.start_soon(one_session, server, index)
@@ -146,7 +147,7 @@ async def test_sigterm_lets_live_sessions_finish_then_exits_0(
     rng = random.Random(5)
     pcms = [rng.randbytes(2 * 30_000) for _ in range(4)]
     async with serve(env, tmp_path / "server.log", entry=entry) as server:
-        with anyio.fail_after(60):
+        with within(60):
             async with (
                 open_session(server) as idle,
                 open_session(server) as stalled,
@@ -195,7 +196,7 @@ async def check_the_client(server: Gateway) -> None:
     """``gateway.client`` paces audio in real time and reports the server's refusals."""
     pcm = random.Random(9).randbytes(2 * 8000)  # 0.5 s
     started = anyio.current_time()
-    with anyio.fail_after(30):
+    with within(30):
         transcript = await transcribe(server.url, pcm, chunk_size=(0, 5, 5))
     assert anyio.current_time() - started >= 0.5 - 0.06  # the last frame goes at 0.44 s
     check_online(transcript.messages, pcm, 9600)
@@ -223,7 +224,7 @@ async def test_the_tiny_paraformer_end_to_end_with_the_client(
     write_wav(wav, 3.0)
     async with serve(env, tmp_path / "server.log") as server:
         command = [sys.executable, "-m", "gateway.client", str(wav), "--url", server.url]
-        with anyio.fail_after(120):
+        with within(120):
             online = await anyio.run_process([*command, "--fast", "--json"], cwd=ROOT)
             offline = await anyio.run_process(
                 [*command, "--fast", "--json", "--mode", "offline"], cwd=ROOT
@@ -242,7 +243,7 @@ async def test_the_tiny_paraformer_end_to_end_with_the_client(
 async def test_a_model_that_cannot_load_fails_start_up_in_one_line(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     env = {**os.environ, "ASR_MODEL": "/nonexistent/model"}
-    with anyio.fail_after(60):
+    with within(60):
         result = await anyio.run_process(
             [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
             cwd=ROOT,
@@ -276,7 +277,7 @@ async def test_a_bad_models_file_fails_start_up_in_one_line_naming_the_entry(
     path.write_text(models)
     env = {**os.environ, "ASR_MODELS": str(path)}
     env.pop("ASR_MODEL", None)
-    with anyio.fail_after(60):
+    with within(60):
         result = await anyio.run_process(
             [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
             cwd=ROOT,

@@ -12,6 +12,7 @@ import pytest
 from shared.engines import Precision, Runtime
 from shared.messages import EngineSpec, StreamResult
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from tests.workers.engines.test_paraformer_onnx import (
     NO_LOOK_BACK,
     NO_OPENVINO,
@@ -42,7 +43,7 @@ async def test_a_step_is_held_open_for_more_streams() -> None:
         batch_hold="wait", batch_wait_s=1.0, chunk_deadline_s=5.0, slots_per_worker=1
     ) as pool:
         streams = [pool.open_stream() for _ in range(4)]
-        with anyio.fail_after(5):
+        with within(5):
             for stream in streams:
                 await stream.send(CHUNK)
             results = [await stream.receive() for stream in streams]
@@ -55,10 +56,10 @@ async def test_without_a_wait_a_lone_chunk_goes_alone() -> None:
     async with checksum_pool() as pool:
         streams = [pool.open_stream() for _ in range(2)]
         await streams[0].send(CHUNK)
-        with anyio.fail_after(5):
+        with within(5):
             first = await streams[0].receive()
         await streams[1].send(CHUNK)
-        with anyio.fail_after(5):
+        with within(5):
             await streams[1].receive()
         assert first.batch_size == 1
         for stream in streams:
@@ -71,7 +72,7 @@ LONG_WAIT_S = 60.0
 
 
 async def lone_result(stream: AudioStream, final: bool) -> StreamResult:
-    with anyio.fail_after(LONG_WAIT_S / 6):
+    with within(LONG_WAIT_S / 6):
         if final:
             await stream.finish(CHUNK)
         else:
@@ -141,7 +142,7 @@ async def test_the_pool_exports_once_and_serves_batched_onnx_streams(
     async with WorkerPool(settings) as pool:  # start-up runs the export, in a child
         assert up_to_date(model, precision, qdq=runtime == "openvino")
         assert pool.engine == f"paraformer-{runtime}"
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for index in range(len(audios)):
                     group.start_soon(run, index, pool.open_stream(options))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import numpy as np
 import pytest
 import torch
 
 from shared.errors import WorkerLoadError
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ async def test_paraformer_on_cuda_transcribes(tiny_streaming_model: Path) -> Non
     settings = PoolSettings(model=str(tiny_streaming_model), devices=devices)
     audio = np.random.default_rng(0).normal(0, 3000, 16000 * 2).astype(np.int16)
     async with WorkerPool(settings) as pool:
-        with anyio.fail_after(120):
+        with within(120):
             text = await pool.transcribe(audio)
     assert text
 
@@ -32,6 +32,6 @@ async def test_paraformer_on_cuda_transcribes(tiny_streaming_model: Path) -> Non
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
 async def test_cuda_device_without_cuda_fails_loudly(tiny_streaming_model: Path) -> None:
     settings = PoolSettings(model=str(tiny_streaming_model), devices=("cuda:0",))
-    with anyio.fail_after(120), pytest.raises(WorkerLoadError, match="CUDA is not available"):
+    with within(120), pytest.raises(WorkerLoadError, match="CUDA is not available"):
         async with WorkerPool(settings):
             pass

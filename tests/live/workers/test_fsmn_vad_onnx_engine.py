@@ -15,6 +15,7 @@ import pytest
 from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from tests.live.workers.test_fsmn_vad_onnx import funasr_final
 from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
 from workers.engines import load_engine, needs_onnx_export, select_engine
@@ -108,7 +109,7 @@ async def test_a_vad_pool_on_the_onnx_runtime_runs_this_engine(tiny_vad_model: P
                 async for result in stream:
                     found.extend([beg, end] for beg, end in result.decoded.segments)
 
-            with anyio.fail_after(60):
+            with within(60):
                 async with anyio.create_task_group() as group:
                     group.start_soon(read)
                     await stream.finish(audio.tobytes())

@@ -12,6 +12,7 @@ import pytest
 
 from shared.messages import StreamOptions
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.pool import WorkerPool
 
@@ -70,7 +71,7 @@ async def test_pool_texts_equal_direct_generate(model: Any, pool: WorkerPool) ->
         chunks = [audio[i : i + step] for i in range(0, len(audio), step)]
         expected = _direct_texts(model, chunks, options)
         got: list[str] = []
-        with anyio.fail_after(60):
+        with within(60):
             async with pool.open_stream(options) as stream:
 
                 async def read(stream: Any = stream, got: list[str] = got) -> None:
@@ -91,5 +92,5 @@ async def test_transcribe_joins_the_deltas(model: Any, pool: WorkerPool) -> None
     options = StreamOptions()
     chunks = [audio[i : i + options.chunk_samples] for i in range(0, len(audio), 9600)]
     expected = "".join(_direct_texts(model, chunks, options))
-    with anyio.fail_after(60):
+    with within(60):
         assert await pool.transcribe(audio, options) == expected

@@ -12,6 +12,7 @@ from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer.offline import ParaformerOfflineEngine
 from workers.engines.paraformer.streaming import load_automodel, to_float
@@ -99,7 +100,7 @@ async def test_an_offline_pool_gathers_utterances_ending_together(
         async def one(index: int) -> None:
             texts[index] = await pool.transcribe(clips[index])
 
-        with anyio.fail_after(30):
+        with within(30):
             async with anyio.create_task_group() as group:
                 for index in range(3):
                     group.start_soon(one, index)

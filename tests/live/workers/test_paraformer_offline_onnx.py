@@ -23,6 +23,7 @@ from funasr.utils.load_utils import extract_fbank
 from shared.engines import Role, Runtime
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer.offline_onnx import ParaformerOfflineOnnxEngine
@@ -294,7 +295,7 @@ async def test_an_offline_onnx_pool_gathers_utterances_ending_together(
         async def one(index: int) -> None:
             texts[index] = await pool.transcribe(clips[index])
 
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for index in range(len(clips)):
                     group.start_soon(one, index)

@@ -9,6 +9,7 @@ import pytest
 from bench.common.audio import expected_checksum
 from shared.errors import StreamClosedError, WorkerError
 from shared.settings import PoolSettings, Transport
+from tests.helpers.timing import within
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
 
@@ -58,7 +59,7 @@ async def _stream_and_verify(stream: AudioStream, rng: np.random.Generator) -> N
 @pytest.mark.parametrize("transport", ["shm", "queue"])
 async def test_fifty_concurrent_streams_verify(transport: Transport) -> None:
     async with WorkerPool(_settings(transport)) as pool:
-        with anyio.fail_after(60):
+        with within(60):
             async with anyio.create_task_group() as group:
                 for seed in range(STREAMS):
 
@@ -118,6 +119,6 @@ async def test_idle_stream_is_dropped_and_failed() -> None:
         await stream.send(np.ones(10, dtype=np.int16))
         assert not (await stream.receive()).is_final
         # The worker checks idle streams about once a second.
-        with anyio.fail_after(5), pytest.raises(WorkerError, match="idle"):
+        with within(5), pytest.raises(WorkerError, match="idle"):
             await stream.receive()
     assert pool.status()[0].active_streams == 0

@@ -31,6 +31,7 @@ from tests.helpers.failing_engine import (
     UNREADABLE,
     marked,
 )
+from tests.helpers.timing import within
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import ResultObserver, WorkerPool
 
@@ -55,7 +56,7 @@ def _process_state(pid: int) -> str | None:
 
 async def _until(condition: Callable[[], object], timeout: float) -> None:
     """Poll ``condition`` (the state of another process) until it holds."""
-    with anyio.fail_after(timeout):
+    with within(timeout):
         while True:
             if condition():
                 return
@@ -104,14 +105,14 @@ def test_a_worker_killed_with_commands_waiting_is_replaced_and_the_pool_goes_on(
                             stream = pool.open_stream()
                             await stream.aclose()
                         os.kill(worker.pid, signal.SIGKILL)
-                        with anyio.fail_after(30):
+                        with within(30):
                             while pool.status()[0].restarts < round:
                                 await anyio.sleep(0.02)
                             await pool.wait_ready()
                         (after,) = pool.status()
                         assert after.restarts == round and after.pid != worker.pid, after
                         audio = np.arange(3000, dtype=np.int16)
-                        with anyio.fail_after(30):
+                        with within(30):
                             assert await pool.transcribe(audio) == expected_checksum(audio)
                         assert pool.health is None, pool.health
                 print(os.getpid())
@@ -157,12 +158,12 @@ async def test_a_worker_is_dead_from_the_eof_of_its_results() -> None:
         await other_stream.send(np.ones(10, dtype=np.int16))
         opened = [pool.open_stream() for _ in range(10)]
         assert {stream.worker_index for stream in opened} == {other_stream.worker_index}
-        with anyio.fail_after(10), pytest.raises(WorkerError, match="died"):
+        with within(10), pytest.raises(WorkerError, match="died"):
             await victim_stream.receive()
         for stream in [victim_stream, other_stream, *opened]:
             await stream.aclose()
 
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         replaced = pool.status()[victim]
         assert (replaced.restarts, replaced.state) == (1, "ready")
@@ -183,7 +184,7 @@ async def test_a_lost_workers_error_is_a_new_instance_each_time_it_is_raised() -
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         raised: list[BaseException] = []
-        with anyio.fail_after(10):
+        with within(10):
             for stream in streams:
                 with pytest.raises(WorkerError, match="died") as received:
                     await stream.receive()
@@ -207,7 +208,7 @@ async def test_an_engine_exception_fails_that_steps_streams_and_not_the_worker()
         beside = pool.open_stream()  # no fault of its own, but in the failing step
         audio = np.arange(20000, dtype=np.int16)
         await good.send(audio[:8000])
-        with anyio.fail_after(10):
+        with within(10):
             assert (await good.receive()).text == expected_checksum(audio[:8000])
 
         # Both pieces wait in the pipe of the stopped worker: it takes them in one step.
@@ -217,7 +218,7 @@ async def test_an_engine_exception_fails_that_steps_streams_and_not_the_worker()
         os.kill(worker.pid, signal.SIGCONT)
         for stream in (failing, beside):
             with (
-                anyio.fail_after(10),
+                within(10),
                 pytest.raises(
                     WorkerError,
                     match="checksum failed on this step: RuntimeError: asked to fail this step",
@@ -230,12 +231,12 @@ async def test_an_engine_exception_fails_that_steps_streams_and_not_the_worker()
 
         # The stream of another step, and a new one, verify; the worker lives on.
         await good.finish(audio[8000:])
-        with anyio.fail_after(10):
+        with within(10):
             results = [result async for result in good]
         assert results[-1].is_final
         assert results[-1].text == expected_checksum(audio)
         await good.aclose()
-        with anyio.fail_after(10):
+        with within(10):
             assert await pool.transcribe(audio) == expected_checksum(audio)
         (after,) = pool.status()
         assert (after.pid, after.restarts, after.state) == (worker.pid, 0, "ready")
@@ -247,13 +248,13 @@ async def test_an_engine_exception_opening_a_stream_fails_that_stream() -> None:
         (worker,) = pool.status()
         failing = pool.open_stream(StreamOptions(hotwords=(FAIL_OPEN,)))
         with (
-            anyio.fail_after(10),
+            within(10),
             pytest.raises(WorkerError, match="checksum failed to open the stream: RuntimeError"),
         ):
             await failing.receive()
         await failing.aclose()
         audio = np.arange(3000, dtype=np.int16)
-        with anyio.fail_after(10):
+        with within(10):
             assert await pool.transcribe(audio) == expected_checksum(audio)
         (after,) = pool.status()
         assert (after.pid, after.restarts) == (worker.pid, 0)
@@ -282,11 +283,11 @@ async def test_a_supervision_error_fails_that_workers_streams_and_replaces_it(
         with caplog.at_level(logging.ERROR, logger="workers.pool"):
             await first.send(audio[:1000])
             with (
-                anyio.fail_after(10),
+                within(10),
                 pytest.raises(WorkerError, match="routing its results raised RuntimeError"),
             ):
                 await first.receive()
-            with anyio.fail_after(30):
+            with within(30):
                 await pool.wait_ready()
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert len(errors) == 1
@@ -295,7 +296,7 @@ async def test_a_supervision_error_fails_that_workers_streams_and_replaces_it(
 
         # The other worker's stream was untouched; the replacement serves.
         await second.finish(audio)
-        with anyio.fail_after(10):
+        with within(10):
             results = [result async for result in second]
         assert results[-1].text == expected_checksum(audio)
         await second.aclose()
@@ -303,7 +304,7 @@ async def test_a_supervision_error_fails_that_workers_streams_and_replaces_it(
         assert replaced.restarts == 1
         assert replaced.pid != victim_pid
         assert pool.status()[1 - victim].restarts == 0
-        with anyio.fail_after(10):
+        with within(10):
             assert await pool.transcribe(audio) == expected_checksum(audio)
         assert pool.health is None
 
@@ -314,14 +315,14 @@ async def test_an_unreadable_message_fails_that_workers_streams_and_replaces_it(
         stream = pool.open_stream()
         await stream.send(marked(UNREADABLE))
         with (
-            anyio.fail_after(10),
+            within(10),
             pytest.raises(
                 WorkerError, match=r"cannot be read \(RuntimeError: refusing to unpickle"
             ),
         ):
             await stream.receive()
         await stream.aclose()
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         (after,) = pool.status()
         assert (after.restarts, after.state) == (1, "ready")
@@ -351,7 +352,7 @@ async def test_health_names_restarts_that_keep_failing(
         assert "asked to fail loading" in health
 
         fail_load.unlink()
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         assert pool.health is None
         assert pool.status()[0].restarts == 1
@@ -371,7 +372,7 @@ async def test_audio_sent_to_a_silent_worker_does_not_lengthen_its_hang_timeout(
         await _sigstop(worker.pid)
         await stream.send(np.ones(8000, dtype=np.int16))  # 0.5 s: it owes from here
         await stream.send(np.ones(16000 * 10, dtype=np.int16))  # 10 s more, while silent
-        with anyio.fail_after(10), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
+        with within(10), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
             await stream.receive()
         assert "sent no result for 1 s" in str(info.value)
         assert "+ 0.5 s of audio owed" in str(info.value)
@@ -395,7 +396,7 @@ async def test_an_offline_workers_final_piece_owes_the_whole_utterance(
         await stream.send(np.ones(16000, dtype=np.int16))  # 1 s: owed from here
         await stream.send(np.ones(16000, dtype=np.int16))
         await stream.finish(np.ones(8000, dtype=np.int16))  # the decode of all 2.5 s
-        with anyio.fail_after(15), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
+        with within(15), pytest.raises(WorkerError, match="ASR_WORKER_STEP") as info:
             await stream.receive()
         assert "+ 3.5 s of audio owed" in str(info.value)  # the first second, then all 2.5
         await stream.aclose()

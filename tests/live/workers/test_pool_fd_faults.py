@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
 from shared.errors import WorkerLoadError
@@ -16,6 +15,7 @@ from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import NO_FDS_ENV
 from tests.helpers.fresh_process import findings, run_script
+from tests.helpers.timing import within
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.anyio
@@ -166,7 +166,7 @@ async def main():
         try:
             os.kill(victim.pid, signal.SIGKILL)
             try:
-                with anyio.fail_after(10):
+                with within(10):
                     await victim_stream.receive()
                 victim_error = None
             except WorkerError as exc:
@@ -184,7 +184,7 @@ async def main():
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (SOFT, HARD))
         room = time.monotonic()
-        with anyio.fail_after(60):
+        with within(60):
             await pool.wait_ready()
         ready_s = time.monotonic() - room
         served = []
@@ -238,7 +238,7 @@ async def test_a_worker_with_no_free_descriptor_fails_to_load_in_one_line(
     pool = WorkerPool(
         PoolSettings(model="checksum", devices=("cpu",)), engine_loader=failing_engine.load
     )
-    with anyio.fail_after(30), pytest.raises(WorkerLoadError) as info:
+    with within(30), pytest.raises(WorkerLoadError) as info:
         await pool.start()
     message = str(info.value)
     assert "\n" not in message

@@ -20,6 +20,7 @@ from shared.errors import WorkerError, WorkerLoadError
 from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import EXIT_LOAD_ENV
+from tests.helpers.timing import within
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 
@@ -65,7 +66,7 @@ async def test_a_stop_while_a_replacement_loads_stops_it_without_the_kill() -> N
         pid = pool.status()[0].pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        with anyio.fail_after(10):
+        with within(10):
             while not _loading_a_replacement(pool, pid):  # noqa: ASYNC110 (another process)
                 await anyio.sleep(0.002)
         replacement = pool.status()[0].pid
@@ -96,7 +97,7 @@ async def test_sigkill_mid_stream_fails_only_that_workers_streams() -> None:
         victim = pool.status()[victim_stream.worker_index]
         assert victim.pid is not None
         os.kill(victim.pid, signal.SIGKILL)
-        with anyio.fail_after(1.0), pytest.raises(WorkerError, match="died"):
+        with within(1.0), pytest.raises(WorkerError, match="died"):
             await victim_stream.receive()
         with pytest.raises(WorkerError):
             await victim_stream.send(audio[5000:])
@@ -104,14 +105,14 @@ async def test_sigkill_mid_stream_fails_only_that_workers_streams() -> None:
 
         # The other worker's stream goes on untouched and verifies.
         await survivor_stream.finish(audio[5000:])
-        with anyio.fail_after(10):
+        with within(10):
             result = await survivor_stream.receive()
         assert result.is_final
         assert result.text == expected_checksum(audio)
         await survivor_stream.aclose()
 
         # A replacement comes up in the victim's place.
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         replaced = pool.status()[victim.index]
         assert replaced.restarts == 1
@@ -128,7 +129,7 @@ async def test_load_error_fails_loudly_with_the_workers_own_error(tmp_path: Path
     (broken / "config.yaml").write_text("model: ParaformerStreaming\n")
     before = _our_segments()
     settings = PoolSettings(model=str(broken), devices=("cpu", "cpu"), start_timeout_s=120)
-    with anyio.fail_after(120), pytest.raises(WorkerLoadError, match="failed to load") as info:
+    with within(120), pytest.raises(WorkerLoadError, match="failed to load") as info:
         async with WorkerPool(settings):
             pass
     # The worker's own exception text reaches the caller.
@@ -143,7 +144,7 @@ async def test_a_worker_that_exits_before_it_is_ready_fails_start_up_in_one_line
     before = _our_segments()
     settings = PoolSettings(model="checksum", devices=("cpu",))
     with (
-        anyio.fail_after(60),
+        within(60),
         pytest.raises(WorkerLoadError, match=r"exited while loading \(exit code 3\)"),
     ):
         async with WorkerPool(settings, engine_loader=failing_engine.load):
@@ -152,7 +153,7 @@ async def test_a_worker_that_exits_before_it_is_ready_fails_start_up_in_one_line
 
 
 async def test_unknown_model_directory_fails_fast() -> None:
-    with anyio.fail_after(5), pytest.raises(WorkerLoadError, match="no such directory"):
+    with within(5), pytest.raises(WorkerLoadError, match="no such directory"):
         async with WorkerPool(PoolSettings(model="/nonexistent/model")):
             pass
 
@@ -174,7 +175,7 @@ def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
                 async with WorkerPool(settings) as pool:
                     await pool.transcribe(np.ones(1000, dtype=np.int16))
                     os.kill(pool.status()[0].pid, signal.SIGKILL)
-                    with anyio.fail_after(30):
+                    with within(30):
                         while pool.status()[0].restarts < 1:
                             await anyio.sleep(0.05)
                         await pool.wait_ready()
@@ -221,7 +222,7 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
 
         await victim_stream.send(audio[5000:10000])  # now it owes an answer
         with (
-            anyio.fail_after(5.0),
+            within(5.0),
             pytest.raises(WorkerError, match="ASR_WORKER_STEP_TIMEOUT") as info,
         ):
             await victim_stream.receive()
@@ -235,11 +236,11 @@ async def test_a_hung_worker_is_killed_and_replaced() -> None:
         assert not _alive(victim.pid)
 
         await survivor_stream.finish(audio)
-        with anyio.fail_after(10):
+        with within(10):
             results = [r async for r in survivor_stream]
         assert results[-1].text == expected_checksum(audio)
 
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         replaced = pool.status()[victim_stream.worker_index]
         assert replaced.restarts == 1
@@ -267,14 +268,14 @@ async def test_a_worker_that_stops_reading_never_blocks_the_event_loop() -> None
                 await stream.aclose()
             # The loop goes on, and nothing spins on the full pipe: every other task comes
             # to wait (the pending headers' writer for the pipe to drain).
-            with anyio.fail_after(5):
+            with within(5):
                 await wait_all_tasks_blocked()
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
             os.kill(worker.pid, signal.SIGCONT)  # else a failed test would hang at the stop
         audio = np.arange(3000, dtype=np.int16)
-        with anyio.fail_after(30):
+        with within(30):
             assert await pool.transcribe(audio) == expected_checksum(audio)
         (after,) = pool.status()
         assert after.pid == worker.pid  # it owed no result: not taken for hung

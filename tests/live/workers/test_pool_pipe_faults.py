@@ -25,6 +25,7 @@ from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import CLOSE_COMMANDS, HUGE_RESULT, HUGE_TEXT, marked
 from tests.helpers.loops import BOTH_LOOPS
+from tests.helpers.timing import within
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 from workers.pool.stream import AudioStream
@@ -82,7 +83,7 @@ async def _start_two(pool: WorkerPool) -> tuple[AudioStream, AudioStream]:
     assert first.worker_index != second.worker_index
     for stream in (first, second):
         await stream.send(AUDIO[:8000])
-        with anyio.fail_after(10):
+        with within(10):
             assert (await stream.receive()).text == expected_checksum(AUDIO[:8000])
     return first, second
 
@@ -96,12 +97,12 @@ async def _the_rest_is_served(pool: WorkerPool, survivor: AudioStream, victim: i
     """The survivor's stream ends verified; the victim's seat has a new worker; both
     workers serve new streams; nothing is said to be wrong."""
     await survivor.finish(AUDIO[8000:])
-    with anyio.fail_after(10):
+    with within(10):
         results = [result async for result in survivor]
     assert results[-1].is_final
     assert results[-1].text == expected_checksum(AUDIO)
     await survivor.aclose()
-    with anyio.fail_after(30):
+    with within(30):
         while True:
             if pool.status()[victim].restarts == 1:
                 break
@@ -115,7 +116,7 @@ async def _the_rest_is_served(pool: WorkerPool, survivor: AudioStream, victim: i
             await stream.finish(AUDIO)
             assert [r.text async for r in stream][-1] == expected_checksum(AUDIO)
 
-    with anyio.fail_after(10):
+    with within(10):
         async with anyio.create_task_group() as group:
             for _ in range(2):
                 group.start_soon(transcribe)
@@ -139,7 +140,7 @@ async def test_the_parents_end_of_a_workers_pipe_gone_fails_only_its_streams(
             connection.close()
         else:
             _replace_under(connection)
-        with anyio.fail_after(15), pytest.raises(WorkerError) as info:
+        with within(15), pytest.raises(WorkerError) as info:
             await _send_and_receive(victim_stream)
         message = str(info.value)
         assert f"worker {victim.index}" in message
@@ -156,7 +157,7 @@ async def test_a_worker_whose_end_of_its_command_pipe_closes_is_replaced() -> No
         victim_stream, survivor = await _start_two(pool)
         victim = victim_stream.worker_index
         await victim_stream.send(marked(CLOSE_COMMANDS))
-        with anyio.fail_after(15), pytest.raises(WorkerError, match=f"worker {victim} .* died"):
+        with within(15), pytest.raises(WorkerError, match=f"worker {victim} .* died"):
             async for _ in victim_stream:
                 pass
         await victim_stream.aclose()
@@ -172,12 +173,12 @@ async def test_results_larger_than_the_pipe_arrive_whole_and_the_worker_lives() 
         for _ in range(4):  # four pieces: the worker may answer them in one batch of MBs
             await huge.send(marked(HUGE_RESULT))
         await plain.send(AUDIO[:8000])
-        with anyio.fail_after(20):
+        with within(20):
             texts = [(await huge.receive()).text for _ in range(4)]
             assert (await plain.receive()).text == expected_checksum(AUDIO[:8000])
         assert texts == [HUGE_TEXT] * 4
         await plain.finish(AUDIO[8000:])
-        with anyio.fail_after(10):
+        with within(10):
             assert [r.text async for r in plain][-1] == expected_checksum(AUDIO)
         await huge.aclose()
         await plain.aclose()

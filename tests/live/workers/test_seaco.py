@@ -13,6 +13,7 @@ from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions, StreamResult
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.engines import select_engine
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer.offline import (
@@ -187,7 +188,7 @@ async def test_a_pool_decodes_with_each_streams_hotwords(
     audio = clip(4, 2.0)
     texts: dict[tuple[str, ...], str] = {}
     async with WorkerPool(_settings(tiny_seaco_model, transport)) as pool:
-        with anyio.fail_after(30):
+        with within(30):
             for words in (FIRST, (), SECOND):  # no words right after some
                 texts[words] = await pool.transcribe(audio, StreamOptions(hotwords=words))
     model = load_automodel(str(tiny_seaco_model), "cpu", 1)
@@ -212,7 +213,7 @@ async def test_utterances_with_other_hotwords_in_one_step_each_get_their_own(
                 finals[index] = result
 
     async with WorkerPool(_settings(tiny_seaco_model, wait_s=0.5)) as pool:
-        with anyio.fail_after(30):
+        with within(30):
             async with anyio.create_task_group() as group:
                 for index in range(4):
                     group.start_soon(one, pool, index)
@@ -229,7 +230,7 @@ async def test_utterances_with_other_hotwords_in_one_step_each_get_their_own(
 async def test_a_plain_paraformer_pool_ignores_hotwords(tiny_offline_model: Path) -> None:
     audio = clip(5, 1.5)
     async with WorkerPool(_settings(tiny_offline_model)) as pool:
-        with anyio.fail_after(30):
+        with within(30):
             plain = await pool.transcribe(audio)
             given = await pool.transcribe(audio, StreamOptions(hotwords=FIRST))
     assert plain

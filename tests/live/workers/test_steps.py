@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import signal
 
-import anyio
 import numpy as np
 import pytest
 
 from shared.settings import PoolSettings
+from tests.helpers.timing import within
 from workers.pool import WorkerPool
 
 
@@ -27,13 +27,13 @@ async def test_a_stream_with_a_backlog_does_not_make_another_wait_behind_it() ->
         assert worker.pid is not None
         os.kill(worker.pid, signal.SIGSTOP)
         try:
-            with anyio.fail_after(10):
+            with within(10):
                 for _ in range(10):
                     await backlog.send(chunk)
                 await lone.send(chunk)
         finally:
             os.kill(worker.pid, signal.SIGCONT)
-        with anyio.fail_after(10):
+        with within(10):
             lone_result = await lone.receive()
             backlog_results = [await backlog.receive() for _ in range(10)]
         assert [r.seq for r in backlog_results] == list(range(10))

@@ -23,6 +23,7 @@ from shared.errors import WorkerError
 from shared.settings import PoolSettings
 from tests.helpers import failing_engine
 from tests.helpers.failing_engine import CLOSE_RESULTS, marked
+from tests.helpers.timing import within
 from workers.ipc.slab import SLAB_PREFIX
 from workers.pool import WorkerPool
 
@@ -40,7 +41,7 @@ def _gone(pid: int) -> bool:
 
 async def _until(condition: Callable[[], object], timeout: float) -> None:
     """Poll ``condition`` (the state of another process) until it holds."""
-    with anyio.fail_after(timeout):
+    with within(timeout):
         while True:
             if condition():
                 return
@@ -68,7 +69,7 @@ async def test_sigint_is_ignored_and_sigterm_ends_a_worker() -> None:
 
         os.kill(worker.pid, signal.SIGTERM)
         await _until(lambda: pool.status()[0].restarts == 1, timeout=30)
-        with anyio.fail_after(30):
+        with within(30):
             await pool.wait_ready()
         assert await pool.transcribe(audio) == expected_checksum(audio)
 
@@ -80,7 +81,7 @@ async def test_a_stuck_worker_is_terminated_by_its_reap() -> None:
     pool = WorkerPool(settings, engine_loader=failing_engine.load)
     async with pool, pool.open_stream() as stream:
         await stream.send(marked(CLOSE_RESULTS))
-        with anyio.fail_after(30), pytest.raises(WorkerError, match=r"exit code -15\b"):
+        with within(30), pytest.raises(WorkerError, match=r"exit code -15\b"):
             await stream.receive()
 
 
@@ -110,7 +111,7 @@ async def test_workers_exit_when_their_server_is_sigkilled(tmp_path: Path, trans
     async with await anyio.open_process(command, cwd=ROOT, start_new_session=True) as server:
         assert server.stdout is not None
         assert server.stderr is not None
-        with anyio.fail_after(60):
+        with within(60):
             line = b""
             while not line.endswith(b"\n"):
                 line += await server.stdout.receive()
@@ -128,7 +129,7 @@ async def test_workers_exit_when_their_server_is_sigkilled(tmp_path: Path, trans
             timeout=20,
         )
         stderr = b""
-        with anyio.fail_after(20):
+        with within(20):
             async for data in server.stderr:
                 stderr += data
         assert b"Traceback" not in stderr, stderr.decode(errors="replace")

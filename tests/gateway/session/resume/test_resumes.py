@@ -21,6 +21,7 @@ from shared.errors import (
     ResumeExpiredError,
     ResumeMisdirectedError,
 )
+from tests.helpers.timing import within
 
 pytestmark = pytest.mark.anyio
 
@@ -211,7 +212,7 @@ async def test_put_waits_while_the_unsent_frames_fill_the_bound() -> None:
         await wait_all_tasks_blocked()
         assert not done.is_set()
         outbox.sent(1)
-        with anyio.fail_after(1):
+        with within(1):
             await done.wait()
 
 
