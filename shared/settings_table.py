@@ -548,9 +548,10 @@ MODELS = Setting(
     OrNone(Text("a file")),
     None,
     'a models file (TOML: `default = "NAME"`, one `[models.NAME]` table per model, keys'
-    " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad` and"
-    " `punc` naming companion entries): docs/models.md. Unset: `ASR_MODEL`, `ASR_OFFLINE_MODEL`,"
-    " `ASR_VAD_MODEL` and `ASR_PUNC_MODEL` make the one model served",
+    " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad`,"
+    " `punc` and `speaker` naming companion entries, and `engine` a user's engine class):"
+    " docs/several-models.md. Unset: `ASR_MODEL` and its companions' variables make the one"
+    " model served, read as a one-entry file",
 )
 
 # What a models file's entry may set, as ``name[4:].lower()`` (``devices``, ``max_batch``):

@@ -18,7 +18,7 @@ from its last byte to its result, against a baseline with no probe. Per probe:
     python -m bench.abuse.probes                                 # every probe, ~10 minutes
     python -m bench.abuse.probes --probe silent --probe drip     # some of them
     python -m bench.abuse.probes --list
-    python -m bench.abuse.probes --out /work/notes/probes.md --json bench/results/probes.json
+    python -m bench.abuse.probes --out probes.md --json bench/results/probes.json
 
 One module per kind of resource: ``places``, ``parked``, ``memory``, ``loop``, ``work``,
 ``http`` (the HTTP endpoints and the agent port).
