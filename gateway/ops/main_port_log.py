@@ -4,8 +4,8 @@ When the descriptor table is full (EMFILE, ENFILE; or ENOBUFS, ENOMEM), asyncio'
 loop reports every failed ``accept()`` to the loop's exception handler, with a traceback,
 and tries again up to the listen backlog times (uvicorn's is 2048) before pausing a second:
 about 5,000 reports a second, 17 log lines each, for as long as the table stays full
-(measured: RELIABILITY.md, "Operating-system limits"). Serving survives it; the log, its disk and its reader may
-not. ``bounded_accept_reports`` routes those reports through a ``RepeatedFault`` while the
+(measured: RELIABILITY.md, "Operating-system limits"). Serving survives it; the log, its
+disk and its reader may not. ``bounded_accept_reports`` routes those reports through a ``RepeatedFault`` while the
 app serves, and every other report to the handler that was there.
 
 uvloop (uvicorn's default where it is installed) never reports these: libuv accepts the
