@@ -5,8 +5,9 @@ loop reports every failed ``accept()`` to the loop's exception handler, with a t
 and tries again up to the listen backlog times (uvicorn's is 2048) before pausing a second:
 about 5,000 reports a second, 17 log lines each, for as long as the table stays full
 (measured: RELIABILITY.md, "Operating-system limits"). Serving survives it; the log, its
-disk and its reader may not. ``bounded_accept_reports`` routes those reports through a ``RepeatedFault`` while the
-app serves, and every other report to the handler that was there.
+disk and its reader may not. ``bounded_accept_reports`` routes those reports through a
+``RepeatedFault`` while the app serves, and every other report to the handler that was
+there.
 
 uvloop (uvicorn's default where it is installed) never reports these: libuv accepts the
 connection into a descriptor it keeps in reserve and closes it at once.
