@@ -85,6 +85,11 @@ class KindRow:
     hub_aliases: Mapping[str, str] = field(default_factory=dict)
     synthetic: Mapping[str, str] = field(default_factory=dict)
     description: str = ""  # for messages: "is not {description}"
+    # What its funasr model does beyond text, which its engine asks of it: it takes
+    # ``generate(hotword=...)`` (the others ignore it in funasr, and are never passed it);
+    # it predicts each token's time.
+    hotwords: bool = False
+    token_times: bool = False
 
     def engine(self, runtime: Runtime) -> EngineName | None:
         """Its engine under ``runtime``, or the next runtime's in that one's line."""
@@ -136,6 +141,8 @@ KINDS: tuple[KindRow, ...] = (
         {"paraformer-zh": _SEACO_LARGE, "seaco-paraformer": _SEACO_LARGE},
         {"seaco": f"{_SYNTHETIC}.paraformer:build_seaco"},
         "a SeACo-Paraformer",
+        hotwords=True,
+        token_times=True,
     ),
     KindRow(
         "bicif-paraformer",
@@ -144,6 +151,7 @@ KINDS: tuple[KindRow, ...] = (
         {"torch": "paraformer-offline"},
         synthetic={"bicif": f"{_SYNTHETIC}.paraformer:build_bicif"},
         description="a BiCifParaformer",
+        token_times=True,
     ),
     KindRow(
         "sensevoice",

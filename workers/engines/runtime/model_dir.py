@@ -1,6 +1,7 @@
 """What a FunASR model directory says about itself: its model class, and what it does.
 
-The class is ``config.yaml``'s ``model:``, the name funasr's registry builds it by.
+The class is ``config.yaml``'s ``model:``, the name funasr's registry builds it by; what
+that class does is its kind's row (``workers.engines.kinds``).
 """
 
 from __future__ import annotations
@@ -9,11 +10,7 @@ from pathlib import Path
 
 import yaml
 
-# The offline models whose generate() uses ``hotword=``: the others ignore it in funasr, and
-# we never pass it to them.
-HOTWORD_MODEL_CLASSES = ("SeacoParaformer",)
-# The offline models that predict each token's time (SeACo is a BiCifParaformer too).
-TIMESTAMP_MODEL_CLASSES = ("BiCifParaformer", "SeacoParaformer")
+from workers.engines.kinds import kind_of_class
 
 
 def model_class(model_dir: Path) -> str:
@@ -23,9 +20,11 @@ def model_class(model_dir: Path) -> str:
 
 def supports_hotwords(model_dir: Path) -> bool:
     """Whether the model directory's class takes ``hotword=`` (SeACo-Paraformer)."""
-    return model_class(model_dir) in HOTWORD_MODEL_CLASSES
+    kind = kind_of_class(model_class(model_dir))
+    return kind is not None and kind.hotwords
 
 
 def gives_timestamps(model_dir: Path) -> bool:
     """Whether the model directory's class predicts token times (BiCifParaformer, SeACo)."""
-    return model_class(model_dir) in TIMESTAMP_MODEL_CLASSES
+    kind = kind_of_class(model_class(model_dir))
+    return kind is not None and kind.token_times
