@@ -1,4 +1,4 @@
-"""What the utterance tests share: settings, audio, and reading actions back."""
+"""What the session and utterance tests share: settings, audio, and reading actions back."""
 
 from __future__ import annotations
 

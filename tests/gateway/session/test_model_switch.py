@@ -25,8 +25,8 @@ from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.serving import ServedModel, Serving
 from shared.errors import ProtocolError, UnknownModelError
-from tests.gateway.session.utterance.helpers import SETTINGS, loud
 from tests.helpers.fake_pool import fake_model
+from tests.helpers.utterance import SETTINGS, loud
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from gateway.limits.budget import AudioBudget
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
 from gateway.session.serving import Serving
-from tests.gateway.session.utterance.helpers import SETTINGS, loud, quiet
 from tests.helpers.fake_pool import fake_model
+from tests.helpers.utterance import SETTINGS, loud, quiet
 
 pytestmark = pytest.mark.anyio
 

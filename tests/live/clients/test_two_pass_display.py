@@ -29,9 +29,9 @@ import pytest
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import checksum
+from tests.helpers.funasr_clients import relay_to, run_client
 from tests.helpers.live_gateway import RATE, Wav, assert_ended_quietly, log_mark
 from tests.helpers.timing import within
-from tests.live.clients.test_funasr_wss_client import relay_to, run_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -165,9 +165,8 @@ async def test_funasr_wss_client_shows_every_text_once_while_offline_decodes_are
 try:  # the page's test needs Playwright (the modules skip without it); the client's not
     from playwright.async_api import ConsoleMessage
 
-    from tests.live.clients.test_funasr_html5 import FunasrPage
-    from tests.live.clients.test_funasr_html5 import static as static  # a fixture
-    from tests.live.gateway.browser import CHROMIUM, browser_page
+    from tests.helpers.browser import CHROMIUM, browser_page
+    from tests.helpers.funasr_html5 import FunasrPage
 except (ImportError, pytest.skip.Exception):
     CHROMIUM = Path("/nonexistent")
 

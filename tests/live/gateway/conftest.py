@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.gateway.browser import CHROMIUM
+from tests.helpers.browser import CHROMIUM
 
 
 @pytest.fixture

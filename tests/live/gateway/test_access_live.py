@@ -15,7 +15,7 @@ from bench.common.gateway import serve
 from gateway.client import ServerError, transcribe
 from tests.helpers.checksums import check_online
 from tests.helpers.timing import within
-from tests.live.gateway.test_uvicorn import expect_close
+from tests.helpers.uvicorn_session import expect_close
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -26,9 +26,7 @@ from bench.common.gateway import serve
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from shared.settings import PoolSettings
-from tests.helpers.checksums import END, checksum, config
-from tests.helpers.loops import GatewayClient
-from tests.live.gateway.browser import (
+from tests.helpers.browser import (
     API_KEY,
     ARTIFACTS,
     RATE,
@@ -41,6 +39,8 @@ from tests.live.gateway.browser import (
     status,
     write_tone,
 )
+from tests.helpers.checksums import END, checksum, config
+from tests.helpers.loops import GatewayClient
 
 pytest.importorskip(
     "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"

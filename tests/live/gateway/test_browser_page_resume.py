@@ -16,8 +16,7 @@ import pytest
 
 from bench.common.cutting_proxy import Cut, CuttingProxy, cutting_proxy
 from bench.common.gateway import serve
-from tests.helpers.checksums import checksum
-from tests.live.gateway.browser import (
+from tests.helpers.browser import (
     API_KEY,
     RATE,
     SERVER_ENV,
@@ -28,6 +27,7 @@ from tests.live.gateway.browser import (
     record,
     status,
 )
+from tests.helpers.checksums import checksum
 
 pytest.importorskip(
     "playwright.async_api", reason="Playwright not installed: pip install -e '.[dev]'"

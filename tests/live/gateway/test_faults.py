@@ -24,7 +24,7 @@ from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import END, check_online, config, random_frames
 from tests.helpers.loops import UVICORN_LOOPS
 from tests.helpers.timing import within
-from tests.live.gateway.test_uvicorn import open_session, receive_until_final, send_frames
+from tests.helpers.uvicorn_session import open_session, receive_until_final, send_frames
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

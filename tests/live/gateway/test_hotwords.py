@@ -22,7 +22,7 @@ from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import receive_until_is_final
 from tests.helpers.loops import GatewayClient
-from tests.live.workers.test_seaco import FIRST, SECOND, clip, generate
+from tests.helpers.seaco import FIRST, SECOND, clip, generate
 from workers.engines.paraformer.streaming import load_automodel
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
-from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
+from tests.helpers.vad import funasr_vad, spoken
 from workers.engines.paraformer.streaming import load_automodel, to_float
 
 BYTES_PER_S = 32000

@@ -20,6 +20,7 @@ from bench.common.cutting_proxy import Cut, cutting_proxy
 from bench.common.gateway import Gateway, serve
 from gateway.client import transcribe
 from tests.helpers.checksums import END, checksum, config
+from tests.helpers.raw_websocket import BINARY, TEXT, RawClient, frame
 from tests.helpers.resumes import (
     drop,
     metric,
@@ -31,7 +32,6 @@ from tests.helpers.resumes import (
     until_metric,
 )
 from tests.helpers.timing import within
-from tests.live.gateway.test_abuse_live import BINARY, TEXT, RawClient, frame
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
 from tests.helpers.session_frames import expect_error
-from tests.workers.engines.test_fsmn_vad import spoken
+from tests.helpers.vad import spoken
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.sensevoice.engine import split_tags
 

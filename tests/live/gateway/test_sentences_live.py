@@ -24,7 +24,7 @@ from bench.common.gateway import Gateway, serve_blocking
 from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.segment import Segment, cut, silence_by_energy
 from gateway.openai_api.formats import timecode
-from tests.workers.engines.test_fsmn_vad import spoken
+from tests.helpers.vad import spoken
 from workers.engines.paraformer.streaming import load_automodel, to_float
 
 pytestmark = pytest.mark.slow

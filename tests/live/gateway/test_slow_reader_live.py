@@ -24,8 +24,8 @@ import pytest
 
 from bench.common.gateway import Gateway, serve
 from tests.helpers.checksums import config
+from tests.helpers.raw_websocket import BINARY, TEXT, RawClient, frame, wait_for_no_session
 from tests.helpers.timing import within
-from tests.live.gateway.test_abuse_live import BINARY, TEXT, RawClient, frame, wait_for_no_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

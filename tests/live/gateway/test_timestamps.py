@@ -21,7 +21,7 @@ from shared.engines import Role
 from shared.settings import PoolSettings
 from tests.helpers.checksums import END, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
-from tests.workers.engines.test_fsmn_vad import spoken
+from tests.helpers.vad import spoken
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.runtime.model_dir import model_class
 

@@ -15,9 +15,7 @@ import anyio
 import httpx
 import numpy as np
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
-from websockets.typing import Subprotocol
+from websockets.asyncio.client import ClientConnection
 
 from bench.common import ROOT
 from bench.common.gateway import GATEWAY, UVICORN, Gateway, serve
@@ -31,49 +29,16 @@ from tests.helpers.checksums import (
     random_frames,
 )
 from tests.helpers.timing import within
+from tests.helpers.uvicorn_session import (
+    expect_close,
+    open_session,
+    receive_until_final,
+    send_frames,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CHECKSUM_ENV = {"ASR_MODEL": "checksum", "ASR_DEVICES": "cpu,cpu"}
-
-
-def open_session(server: Gateway) -> connect:
-    return connect(
-        server.url,
-        subprotocols=[Subprotocol("binary")],
-        compression=None,
-        proxy=None,
-        max_size=None,
-    )
-
-
-async def send_frames(ws: ClientConnection, frames: Sequence[str | bytes]) -> None:
-    for frame in frames:
-        await ws.send(frame)
-
-
-async def receive_until_final(ws: ClientConnection) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = []
-    while True:
-        message = json.loads(await ws.recv())
-        assert "type" not in message, message
-        results.append(message)
-        if message["is_final"]:
-            return results
-
-
-async def expect_close(ws: ClientConnection, code: int) -> dict[str, Any]:
-    """Our error frame with ``code`` (results may come first), then the close with it."""
-    while True:
-        message: dict[str, Any] = json.loads(await ws.recv())
-        if message.get("type") == "error":
-            break
-    assert message["code"] == code, message
-    with pytest.raises(ConnectionClosed) as closed:
-        await ws.recv()
-    assert closed.value.rcvd is not None
-    assert closed.value.rcvd.code == code
-    return message
 
 
 def process_exists(pid: int) -> bool:

@@ -29,7 +29,7 @@ from shared.settings import PoolSettings
 from tests.helpers.checksums import END, checksum, config, receive_until_is_final
 from tests.helpers.loops import GatewayClient
 from tests.helpers.session_frames import expect_error, wait_until
-from tests.workers.engines.test_fsmn_vad import SENTENCE_ENDS, funasr_vad, spoken
+from tests.helpers.vad import SENTENCE_ENDS, funasr_vad, spoken
 from workers.engines.paraformer.streaming import load_automodel, to_float
 
 pytestmark = pytest.mark.slow

@@ -12,14 +12,14 @@ import pytest
 from shared.engines import Precision, Runtime
 from shared.messages import EngineSpec, StreamResult
 from shared.settings import PoolSettings
-from tests.helpers.timing import within
-from tests.workers.engines.test_paraformer_onnx import (
+from tests.helpers.paraformer_onnx import (
     NO_LOOK_BACK,
     NO_OPENVINO,
     one_stream,
     pieces,
     speech_like,
 )
+from tests.helpers.timing import within
 from workers.engines import load_engine
 from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
 from workers.engines.runtime.onnx_files import up_to_date

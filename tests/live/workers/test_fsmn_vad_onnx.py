@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from shared.messages import EngineSpec, StreamOptions
-from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
+from tests.helpers.vad import funasr_final, funasr_vad, spoken
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem, Engine
 from workers.engines.fsmn_vad.onnx_engine import (
@@ -49,19 +49,6 @@ def pieces(seed: int, audio: np.ndarray, size: int | None) -> list[np.ndarray]:
     cuts = sorted(rng.integers(0, len(audio), 9).tolist())
     bounds = [0, *cuts, len(audio)]
     return [audio[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
-
-
-def funasr_final(model: Any, piece: np.ndarray, cache: dict[str, Any]) -> list[list[int]]:
-    """``funasr_vad``'s call for a stream's last piece, which flushes the stream."""
-    result = model.generate(
-        input=to_float(piece),
-        cache=cache,
-        is_final=True,
-        chunk_size=60,
-        max_end_silence_time=800,
-        disable_pbar=True,
-    )
-    return list(result[0]["value"])
 
 
 def funasr_segments(model_dir: Path, streams: list[list[np.ndarray]]) -> list[list[Segments]]:

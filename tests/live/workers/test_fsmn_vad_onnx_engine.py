@@ -16,8 +16,7 @@ from shared.engines import Role
 from shared.messages import EngineSpec, StreamOptions
 from shared.settings import PoolSettings
 from tests.helpers.timing import within
-from tests.live.workers.test_fsmn_vad_onnx import funasr_final
-from tests.workers.engines.test_fsmn_vad import funasr_vad, spoken
+from tests.helpers.vad import funasr_final, funasr_vad, spoken
 from workers.engines import load_engine, needs_onnx_export, select_engine
 from workers.engines.base import ChunkItem
 from workers.engines.kinds import kind_named

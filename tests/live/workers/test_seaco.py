@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import numpy as np
 import pytest
 
 from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions, StreamResult
 from shared.settings import PoolSettings
+from tests.helpers.seaco import FIRST, SECOND, clip, generate
 from tests.helpers.timing import within
 from workers.engines import select_engine
 from workers.engines.base import ChunkItem
@@ -21,29 +21,12 @@ from workers.engines.paraformer.offline import (
     ParaformerOfflineEngine,
     hotword_argument,
 )
-from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel
 from workers.engines.runtime.model_dir import supports_hotwords
 from workers.models.resolve import resolve_model
 from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.slow
-
-FIRST = ("一丁", "七万")
-SECOND = ("丈三", "上下")
-
-
-def clip(seed: int, seconds: float) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 16000)) / 16000
-    tone = 3000 * np.sin(2 * np.pi * (200 + 60 * seed) * t)
-    return (tone + 1500 * rng.standard_normal(t.size)).astype(np.int16)
-
-
-def generate(model: Any, audio: np.ndarray, words: tuple[str, ...] = ()) -> str:
-    """funasr's own text for one utterance: the reference every engine result must equal."""
-    hotword = {"hotword": hotword_argument(words)} if words else {}
-    return str(model.generate(input=to_float(audio), disable_pbar=True, **hotword)[0]["text"])
-
 
 NOT_GIVEN = "(no hotword argument)"
 

@@ -5,49 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from shared.engines import Role
 from shared.errors import WorkerLoadError
 from shared.messages import EngineSpec, StreamOptions
+from tests.helpers.vad import SENTENCE_ENDS, funasr_vad, spoken
 from workers.engines import load_engine
 from workers.engines.base import ChunkItem
-from workers.engines.paraformer.streaming import load_automodel, to_float
+from workers.engines.paraformer.streaming import load_automodel
 from workers.engines.runtime.model_dir import model_class
 from workers.models.resolve import resolve_model
 
 pytestmark = pytest.mark.slow
-SENTENCE_ENDS = "\u3002\uff1f"  # full-width full stop and question mark
-
-
-def spoken(seed: int, *parts: tuple[str, float]) -> np.ndarray:
-    """Tone-and-noise "speech" and near-silence, in the given order and lengths."""
-    rng = np.random.default_rng(seed)
-    pieces = []
-    for kind, seconds in parts:
-        n = int(seconds * 16000)
-        if kind == "speech":
-            t = np.arange(n) / 16000
-            pieces.append(9000 * np.sin(2 * np.pi * 220 * t) + 1500 * rng.standard_normal(n))
-        else:
-            pieces.append(30 * rng.standard_normal(n))
-    return np.concatenate(pieces).astype(np.int16)
-
-
-def funasr_vad(model: Any, piece: np.ndarray, cache: dict[str, Any]) -> list[list[int]]:
-    """funasr's own streaming VAD on one piece, called as FunASR's 2pass server calls it
-    (with the model's 800 ms end silence, as our engine passes it)."""
-    result = model.generate(
-        input=to_float(piece),
-        cache=cache,
-        is_final=False,
-        chunk_size=60,
-        max_end_silence_time=800,
-        disable_pbar=True,
-    )
-    return list(result[0]["value"])
-
 
 AUDIO_PARTS = (("quiet", 0.5), ("speech", 1.5), ("quiet", 1.2), ("speech", 1.0), ("quiet", 1.0))
 

@@ -5,16 +5,15 @@ batched."""
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from shared.engines import Precision
 from shared.messages import EngineSpec, StreamOptions
+from tests.helpers.paraformer_onnx import NO_LOOK_BACK, NO_OPENVINO, one_stream, pieces, speech_like
 from workers.engines.base import ChunkItem
 from workers.engines.paraformer.streaming import ParaformerStreamingEngine
 from workers.engines.paraformer.streaming_onnx import ParaformerOnnxEngine
@@ -24,15 +23,6 @@ from workers.models.export.paraformer import export
 
 pytestmark = pytest.mark.slow
 
-CHUNK = 9600  # 600 ms
-NO_LOOK_BACK = StreamOptions(
-    chunk_size=(5, 10, 5), encoder_chunk_look_back=0, decoder_chunk_look_back=0
-)
-
-
-NO_OPENVINO = pytest.mark.skipif(
-    importlib.util.find_spec("openvino") is None, reason="openvino is not installed"
-)
 ENGINES = [ParaformerOnnxEngine, pytest.param(ParaformerOpenVinoEngine, marks=NO_OPENVINO)]
 
 
@@ -41,33 +31,6 @@ def exported(tiny_streaming_model: Path) -> Path:
     export(tiny_streaming_model, int8=True, threads=1)
     export(tiny_streaming_model, int8=True, threads=1, qdq=True)
     return tiny_streaming_model
-
-
-def speech_like(seed: int, chunks: int, extra: int) -> np.ndarray:
-    """A tone with noise: random weights emit tokens for it at a rate that varies."""
-    rng = np.random.default_rng(seed)
-    n = chunks * CHUNK + extra
-    t = np.arange(n) / 16000
-    tone = 3000 * (1 + seed % 3) * np.sin(2 * np.pi * (150 + 40 * seed) * t)
-    return (tone + 1500 * rng.standard_normal(n)).astype(np.int16)
-
-
-def pieces(audio: np.ndarray) -> list[np.ndarray]:
-    return [audio[i : i + CHUNK] for i in range(0, len(audio), CHUNK)]
-
-
-def one_stream(
-    engine: ParaformerOnnxEngine | ParaformerStreamingEngine,
-    audio: np.ndarray,
-    stream_id: int,
-    options: StreamOptions = NO_LOOK_BACK,
-) -> list[str]:
-    engine.open_stream(stream_id, options)
-    cut = pieces(audio)
-    return [
-        engine.feed([ChunkItem(stream_id, k, piece, k == len(cut) - 1)])[0].text
-        for k, piece in enumerate(cut)
-    ]
 
 
 # -- export ------------------------------------------------------------------------------

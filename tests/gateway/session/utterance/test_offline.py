@@ -24,7 +24,7 @@ from gateway.session.utterance.actions import (
 )
 from shared.errors import ProtocolError
 from shared.messages import Decoded, SentenceStamp, SpeakerTurn, StreamResult
-from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
+from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
 

@@ -12,7 +12,7 @@ from gateway.session.utterance.actions import (
     RelayResults,
     SendAudio,
 )
-from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, opened
+from tests.helpers.utterance import SETTINGS, audio_of, loud, opened
 
 CONFIG = SessionConfig(mode="online", chunk_size=(0, 1, 5), wav_name="w")  # 1920-byte chunks
 

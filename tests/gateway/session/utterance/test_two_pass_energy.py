@@ -10,7 +10,7 @@ from gateway.funasr.results import Partials, WholeText
 from gateway.session.utterance import utterance_for
 from gateway.session.utterance.actions import Action, HoldAudio, Pool, RelayResults, ReleaseAudio
 from shared.messages import Decoded, StreamResult
-from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened, quiet
+from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened, quiet
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5))  # 1920-byte chunks
 SENTENCE_END = [

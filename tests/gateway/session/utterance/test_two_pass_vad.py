@@ -17,7 +17,7 @@ from gateway.session.utterance.actions import (
 )
 from gateway.session.utterance.two_pass_vad import piece_bytes
 from gateway.whole.vad import VAD_PIECE_BYTES, SpeechEnded, SpeechStarted
-from tests.gateway.session.utterance.helpers import SETTINGS, audio_of, loud, names, opened
+from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 10, 5))
 

@@ -1,0 +1,55 @@
+"""A ``websockets`` client's session with a real uvicorn (``bench.common.gateway.serve``):
+opening it, sending its frames, reading its results up to the final one, and the error
+frame and close code that end it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
+
+from bench.common.gateway import Gateway
+
+
+def open_session(server: Gateway) -> connect:
+    return connect(
+        server.url,
+        subprotocols=[Subprotocol("binary")],
+        compression=None,
+        proxy=None,
+        max_size=None,
+    )
+
+
+async def send_frames(ws: ClientConnection, frames: Sequence[str | bytes]) -> None:
+    for frame in frames:
+        await ws.send(frame)
+
+
+async def receive_until_final(ws: ClientConnection) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    while True:
+        message = json.loads(await ws.recv())
+        assert "type" not in message, message
+        results.append(message)
+        if message["is_final"]:
+            return results
+
+
+async def expect_close(ws: ClientConnection, code: int) -> dict[str, Any]:
+    """Our error frame with ``code`` (results may come first), then the close with it."""
+    while True:
+        message: dict[str, Any] = json.loads(await ws.recv())
+        if message.get("type") == "error":
+            break
+    assert message["code"] == code, message
+    with pytest.raises(ConnectionClosed) as closed:
+        await ws.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == code
+    return message
