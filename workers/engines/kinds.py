@@ -129,8 +129,8 @@ KINDS: tuple[KindRow, ...] = (
         {"offline": f"{_SYNTHETIC}.paraformer:build_offline"},
         "an offline Paraformer",
     ),
-    # SeACo takes hotwords, BiCif predicts token times: the offline ONNX export carries
-    # neither, so they run under PyTorch whatever the runtime.
+    # SeACo and the Contextual Paraformer take hotwords, BiCif predicts token times: the
+    # offline ONNX export carries neither, so they run under PyTorch whatever the runtime.
     KindRow(
         "seaco-paraformer",
         Role.OFFLINE,
@@ -152,6 +152,15 @@ KINDS: tuple[KindRow, ...] = (
         synthetic={"bicif": f"{_SYNTHETIC}.paraformer:build_bicif"},
         description="a BiCifParaformer",
         token_times=True,
+    ),
+    KindRow(
+        "contextual-paraformer",
+        Role.OFFLINE,
+        ("ContextualParaformer",),
+        {"torch": "paraformer-offline"},
+        synthetic={"contextual": f"{_SYNTHETIC}.contextual:build_contextual"},
+        description="a Contextual Paraformer",
+        hotwords=True,
     ),
     KindRow(
         "sensevoice",
