@@ -81,8 +81,8 @@ def calls(
 
     One call takes one ``key`` of the options, so each key is batched apart (``alone``
     keys: one utterance per call). A batch is padded to its longest utterance: mixing a 2 s
-    clip with an 8 s one costs more than decoding them apart (measured:
-    bench/models/offline_batch.py), so within a key utterances are sorted by length and
+    clip with an 8 s one costs more than decoding them apart (BENCHMARKS.md, "The offline
+    Paraformer: batching whole utterances"), so within a key utterances are sorted by length and
     batched only with ones at most ``LENGTH_RATIO`` longer.
     """
     by_key: dict[KeyT, list[int]] = {}

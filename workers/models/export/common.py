@@ -64,7 +64,7 @@ def quantize_matmuls(
     funasr, the output layer and the biases are not. Fixed scales make a row's output
     independent of its batch-mates (dynamic quantization picks them per call), and the
     integer kernels run faster (VNNI). ``qdq``, ``per_channel`` and ``signed_activations``
-    (s8 x s8 rather than u8 x s8) make the variants ``bench.models.roofline`` compares.
+    (s8 x s8 rather than u8 x s8) make the variants BENCHMARKS.md's int8 roofline compares.
 
     Weights take 7 bits (``reduce_range``): on an x86 CPU without VNNI (AVX2 only: AMD
     EPYC before Zen 4, Intel before Cascade Lake) ONNX Runtime's and OpenVINO's u8 x s8
