@@ -1,26 +1,26 @@
 """Settings of the worker pool, read from environment variables (``ASR_*``).
 
 Pure data: resolving a model name to a directory happens in ``workers.models.resolve``. Each
-variable's type, default and meaning are its entry in ``shared.settings_table``.
+variable's type, default, rule and meaning are its entry in ``shared.settings_table``; a
+settings dataclass names each field's entry once (``setting``), and both ways in are held to
+its rule: ``from_env`` reads the variable through it (``read_fields``: an error names the
+variable), ``__post_init__`` checks a value built in Python against it (``check_fields``).
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared import settings_table as table
 from shared.engines import RUNTIME_ALIASES, RUNTIMES, Precision, Role, Runtime
-from shared.env import Setting
-from shared.settings_table import (
-    BATCH_HOLDS,
-    DEFAULT_MODEL,
-    PRECISIONS,
-    BatchHold,
-    Transport,
-)
+from shared.env import Integer, Kind, Number, OrNone, Setting
+from shared.settings_table import DEFAULT_MODEL, PRECISIONS, BatchHold, Transport
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -31,87 +31,136 @@ __all__ = [
     "speaker_pool_settings",
 ]
 
+T = TypeVar("T")
+ENTRY = "setting"  # a field's metadata: its entry in the table
+
+
+def setting(entry: Setting[T]) -> T:
+    """A settings dataclass's field of ``entry``: its default, its variable, its rule."""
+    return field(default=entry.default, metadata={ENTRY: entry})
+
+
+def computed(entry: Setting[T | None], default: Callable[[], T]) -> T:
+    """A field of ``entry``, whose None (unset) means ``default()``."""
+    return field(default_factory=default, metadata={ENTRY: entry})
+
+
+def read_fields(
+    cls: type[DataclassInstance], env: Mapping[str, str], **given: Any
+) -> dict[str, Any]:
+    """``cls``'s arguments: ``given``, and each other field of an entry read from ``env``."""
+    values = dict(given)
+    for each in fields(cls):
+        entry = each.metadata.get(ENTRY)
+        if entry is None or each.name in values:
+            continue
+        value = entry.read(env)
+        if value is not None or each.default_factory is MISSING:
+            values[each.name] = value
+    return values
+
+
+def check_fields(settings: DataclassInstance) -> None:
+    """Refuse a field's value that its entry's kind refuses as its variable's text."""
+    for each in fields(settings):
+        entry = each.metadata.get(ENTRY)
+        if entry is None:
+            continue
+        kind, value = entry.kind, getattr(settings, each.name)
+        if isinstance(kind, OrNone) and each.default_factory is not MISSING:
+            kind = kind.kind  # computed: its None was the default's
+        if not _takes(kind, value):
+            raise ValueError(f"{each.name} must be {_rule(kind)}, not {value!r}")
+
+
+def _takes(kind: Kind[Any], value: object) -> bool:
+    """Whether ``kind`` reads ``value`` back from its variable's spelling of it."""
+    if isinstance(kind, OrNone):
+        return value is None or _takes(kind.kind, value)
+    if isinstance(kind, Number) and isinstance(value, int | float):
+        spelled = repr(value / kind.scale)  # in its unit: milliseconds are read into seconds
+    elif isinstance(value, tuple | frozenset):
+        spelled = ",".join(map(str, value))
+    else:
+        spelled = str(value)
+    try:
+        read = kind.parse(spelled)
+    except ValueError:
+        return False
+    if isinstance(kind, Number):  # not read == value: milliseconds back to seconds round
+        return isinstance(value, int | float)
+    return read == value
+
+
+def _rule(kind: Kind[Any]) -> str:
+    """What ``kind`` takes, in a Python caller's words (its ``values`` are the variable's)."""
+    if isinstance(kind, OrNone):
+        return f"None or {_rule(kind.kind)}"
+    if isinstance(kind, Integer):
+        if kind.most is not None:
+            return f"from {kind.least} to {kind.most}"
+        return f"{'even and ' if kind.even else ''}at least {kind.least}"
+    if isinstance(kind, Number):
+        return f"finite and {'at least 0' if kind.zero else 'positive'}"
+    return kind.values
+
 
 @dataclass(frozen=True, slots=True)
 class PoolSettings:
     """How many workers, on which devices, loading what, talking over which transport."""
 
-    model: str = table.MODEL.default
+    model: str = setting(table.MODEL)
     # The role its model fills: ASR_OFFLINE_MODEL's pool is the offline one, and so on.
     kind: Role = Role.STREAMING
     # Offline pools: a CT-Transformer (ASR_PUNC_MODEL) that punctuates every result.
     punc_model: str | None = None
-    devices: tuple[str, ...] = table.DEVICES.default
-    workers_per_device: int = table.WORKERS_PER_DEVICE.default
-    transport: Transport = table.TRANSPORT.default
-    threads_per_worker: int = table.THREADS_PER_WORKER.default
+    devices: tuple[str, ...] = setting(table.DEVICES)
+    workers_per_device: int = setting(table.WORKERS_PER_DEVICE)
+    transport: Transport = setting(table.TRANSPORT)
+    threads_per_worker: int = setting(table.THREADS_PER_WORKER)
     # ~1 s of 16 kHz int16: a 600 ms chunk fits one slot.
-    slot_bytes: int = table.SLOT_BYTES.default
-    slots_per_worker: int = table.SLOTS_PER_WORKER.default
-    max_batch: int = table.MAX_BATCH.default
-    stream_window: int = table.STREAM_WINDOW.default  # results unread before send() waits
-    stream_idle_timeout_s: float = table.STREAM_IDLE_TIMEOUT.default
-    start_timeout_s: float = table.WORKER_START_TIMEOUT.default
-    stop_timeout_s: float = table.WORKER_STOP_TIMEOUT.default
+    slot_bytes: int = setting(table.SLOT_BYTES)
+    slots_per_worker: int = setting(table.SLOTS_PER_WORKER)
+    max_batch: int = setting(table.MAX_BATCH)
+    stream_window: int = setting(table.STREAM_WINDOW)  # results unread before send() waits
+    stream_idle_timeout_s: float = setting(table.STREAM_IDLE_TIMEOUT)
+    start_timeout_s: float = setting(table.WORKER_START_TIMEOUT)
+    stop_timeout_s: float = setting(table.WORKER_STOP_TIMEOUT)
     # A worker that owes results and sends none for this long, plus
     # step_seconds_per_audio_second for every second of audio it owes, is taken for hung
     # and killed (hang_timeout_s). A step of max_batch large-model chunks on one CPU core
     # takes ~7 s; an offline decode of a long utterance takes time in proportion to it
     # (its final piece owes the whole utterance: workers.pool.handle says what counts).
-    step_timeout_s: float = table.WORKER_STEP_TIMEOUT.default
-    step_seconds_per_audio_second: float = table.WORKER_STEP_SECONDS_PER_AUDIO_SECOND.default
+    step_timeout_s: float = setting(table.WORKER_STEP_TIMEOUT)
+    step_seconds_per_audio_second: float = setting(table.WORKER_STEP_SECONDS_PER_AUDIO_SECOND)
     # WorkerPool.health reports the pool unable to serve once every worker has been lost
     # and has failed to restart at least once, for longer than this.
-    unhealthy_after_s: float = table.UNHEALTHY_AFTER.default
+    unhealthy_after_s: float = setting(table.UNHEALTHY_AFTER)
     # How its model runs (ASR_RUNTIME): the engine its kind has for it (workers.engines.kinds).
-    runtime: Runtime = table.RUNTIME.default
+    runtime: Runtime = setting(table.RUNTIME)
     # A user's engine class by import path ("package.module:Class"), which serves the model
     # instead of its kind's engine; None: the kind's.
     engine: str | None = None
-    onnx_precision: Precision = table.ONNX_PRECISION.default
+    onnx_precision: Precision = setting(table.ONNX_PRECISION)
     # When a worker may hold a step open for more streams' chunks, when it has fewer than
     # max_batch (workers.worker.batching): more waiting means bigger batches, at the cost
     # of latency. "wait": up to batch_wait_s.
-    batch_hold: BatchHold = table.BATCH_HOLD.default
-    batch_wait_s: float = table.BATCH_WAIT_MS.default
+    batch_hold: BatchHold = setting(table.BATCH_HOLD)
+    batch_wait_s: float = setting(table.BATCH_WAIT_MS)
     # The real-time budget of a chunk from send to result: a step is never held open past
     # the point where the oldest waiting chunk would miss it.
-    chunk_deadline_s: float = table.CHUNK_DEADLINE_MS.default
-    model_cache_dir: str = table.MODEL_CACHE.default
-    # Unix nice of the pool's workers (the offline pool's: ASR_OFFLINE_NICE).
-    worker_nice: int = 0
+    chunk_deadline_s: float = setting(table.CHUNK_DEADLINE_MS)
+    model_cache_dir: str = setting(table.MODEL_CACHE)
+    # Unix nice of the pool's workers: ASR_OFFLINE_NICE, the offline pool's (models_file).
+    worker_nice: int = setting(table.OFFLINE_NICE)
 
     def __post_init__(self) -> None:
-        if self.transport not in ("shm", "queue"):
-            raise ValueError(f"transport must be 'shm' or 'queue', not {self.transport!r}")
-        if self.workers_per_device < 1 or self.threads_per_worker < 1:
-            raise ValueError("workers per device and threads per worker must be at least 1")
-        if self.slot_bytes <= 0 or self.slot_bytes % 2:
-            raise ValueError("slot_bytes must be a positive even number")
-        if self.slots_per_worker < 1 or self.max_batch < 1 or self.stream_window < 1:
-            raise ValueError("slots, max batch and stream window must be at least 1")
-        if self.engine is not None and (self.engine in RUNTIMES or self.engine in RUNTIME_ALIASES):
+        check_fields(self)
+        if self.engine is not None and names_a_runtime(self.engine):
             raise ValueError(
                 f"engine {self.engine!r} is a runtime: set runtime (ASR_RUNTIME); an engine"
                 " is a class, 'package.module:Class', or one of ours by name"
             )
-        if self.runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}")
-        if self.onnx_precision not in PRECISIONS:
-            raise ValueError(f"ONNX precision must be fp32 or int8, not {self.onnx_precision!r}")
-        if self.batch_hold not in BATCH_HOLDS:
-            raise ValueError(f"batch hold must be due or wait, not {self.batch_hold!r}")
-        if self.batch_wait_s < 0:
-            raise ValueError("the batch wait cannot be negative")
-        if not (
-            math.isfinite(self.step_seconds_per_audio_second)
-            and self.step_seconds_per_audio_second >= 0
-        ):
-            raise ValueError("the step seconds per audio second must be zero or more")
-        if not 0 <= self.worker_nice <= 19:
-            raise ValueError("the workers' nice value must be from 0 to 19")
-        if self.unhealthy_after_s <= 0:
-            raise ValueError("unhealthy_after_s must be positive")
 
     def hang_timeout_s(self, owed_audio_s: float) -> float:
         """How long a worker that owes ``owed_audio_s`` seconds of audio may go without
@@ -127,30 +176,9 @@ class PoolSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
         env = os.environ if environ is None else environ
-        return cls(
-            model=table.MODEL.read(env),
-            devices=table.DEVICES.read(env),
-            workers_per_device=table.WORKERS_PER_DEVICE.read(env),
-            transport=table.TRANSPORT.read(env),
-            threads_per_worker=table.THREADS_PER_WORKER.read(env),
-            slot_bytes=table.SLOT_BYTES.read(env),
-            slots_per_worker=table.SLOTS_PER_WORKER.read(env),
-            max_batch=table.MAX_BATCH.read(env),
-            stream_window=table.STREAM_WINDOW.read(env),
-            stream_idle_timeout_s=table.STREAM_IDLE_TIMEOUT.read(env),
-            start_timeout_s=table.WORKER_START_TIMEOUT.read(env),
-            stop_timeout_s=table.WORKER_STOP_TIMEOUT.read(env),
-            step_timeout_s=table.WORKER_STEP_TIMEOUT.read(env),
-            step_seconds_per_audio_second=table.WORKER_STEP_SECONDS_PER_AUDIO_SECOND.read(env),
-            unhealthy_after_s=table.UNHEALTHY_AFTER.read(env),
-            runtime=runtime_of(env, table.RUNTIME, table.ENGINE),
-            engine=user_engine(table.ENGINE.read(env)),
-            onnx_precision=table.ONNX_PRECISION.read(env),
-            batch_hold=table.BATCH_HOLD.read(env),
-            batch_wait_s=table.BATCH_WAIT_MS.read(env),
-            chunk_deadline_s=table.CHUNK_DEADLINE_MS.read(env),
-            model_cache_dir=table.MODEL_CACHE.read(env),
-        )
+        runtime = runtime_of(env, table.RUNTIME, table.ENGINE)
+        engine = user_engine(table.ENGINE.read(env))
+        return cls(**read_fields(cls, env, runtime=runtime, engine=engine, worker_nice=0))
 
 
 def speaker_pool_settings(
@@ -189,11 +217,14 @@ def runtime_of(
     return old
 
 
+def names_a_runtime(engine: str) -> bool:
+    """Whether ``engine`` is a runtime's name, new (``onnx``) or old (``paraformer-onnx``)."""
+    return engine in RUNTIMES or engine in RUNTIME_ALIASES
+
+
 def user_engine(engine: str | None) -> str | None:
     """``ASR_ENGINE``'s value where it names a user's engine class, not a runtime."""
-    if engine is None or engine in RUNTIMES or engine in RUNTIME_ALIASES:
-        return None
-    return engine
+    return None if engine is None or names_a_runtime(engine) else engine
 
 
 def companion_runtime(

@@ -1,14 +1,17 @@
 """Every ``ASR_*`` setting: its variable, type, default, what it takes and what it means.
 
-The ``from_env`` functions (``PoolSettings``, ``GatewaySettings``, ``AccessSettings``,
-``TranscribeSettings``) read through these entries, and the settings dataclasses take their
-defaults from them. The settings table of docs/settings.md is rendered from ``SETTINGS``
-(``python -m shared.settings_readme`` rewrites it; a test checks that it is up to date).
+The settings dataclasses (``PoolSettings``, ``GatewaySettings``, ``AccessSettings``,
+``TranscribeSettings``) name each field's entry (``shared.settings.setting``): its default,
+the variable their ``from_env`` reads, and its rule, the entry's kind (``AT_LEAST_1``,
+``Choice(TRANSPORTS)``), which holds for a dataclass built in Python as well. The settings
+table of docs/settings.md is rendered from ``SETTINGS`` (``python -m shared.settings_readme``
+rewrites it; a test checks that it is up to date).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Literal
 
 from shared.engines import Precision
@@ -45,6 +48,33 @@ MILLISECONDS_OR_0 = Number("milliseconds", zero=True, scale=0.001)
 FLAG = Flag()
 MODEL_NAME = Text("a model")
 DEVICES_LIST = Devices()
+
+
+class Matching(Text):
+    """Text that ``pattern`` matches whole."""
+
+    def __init__(self, pattern: str, values: str) -> None:
+        super().__init__(values)
+        self.pattern = re.compile(pattern)
+
+    def parse(self, raw: str) -> str:
+        if not self.pattern.fullmatch(raw):
+            raise ValueError(raw)
+        return raw
+
+
+# Several models in one service (gateway.models): a TOML file of named models, each with
+# its own pools; without it, the settings below describe the one model served.
+MODELS = Setting(
+    "ASR_MODELS",
+    OrNone(Text("a file")),
+    None,
+    'a models file (TOML: `default = "NAME"`, one `[models.NAME]` table per model, keys'
+    " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad`,"
+    " `punc` and `speaker` naming companion entries, and `engine` a user's engine class):"
+    " docs/several-models.md. Unset: `ASR_MODEL` and its companions' variables make the one"
+    " model served, read as a one-entry file",
+)
 
 # The worker pool (shared.settings.PoolSettings).
 MODEL = Setting(
@@ -239,7 +269,7 @@ MAX_RESUMES_PER_MINUTE = Setting(
 )
 REPLICA_ID = Setting(
     "ASR_REPLICA_ID",
-    OrNone(Text("letters, digits, `-`, `_`, at most 64")),
+    OrNone(Matching(r"[A-Za-z0-9_-]{1,64}", "letters, digits, `-`, `_`, at most 64")),
     None,
     "this replica's name in resume tokens, so that a proxy routes a resume back to it",
     shown="the host name",
@@ -399,15 +429,15 @@ TRANSCRIBE_CONCURRENCY = Setting(
     "file transcriptions at once (`/v1/transcribe`, `/v1/audio/transcriptions`), each from its"
     " body's first byte; the next gets 429",
 )
-FETCH_TIMEOUT = Setting(
-    "ASR_FETCH_TIMEOUT", SECONDS, 30.0, "seconds to fetch a URL, redirects included"
-)
 TRANSCRIBE_CONCURRENCY_PER_CLIENT = Setting(
     "ASR_TRANSCRIBE_CONCURRENCY_PER_CLIENT",
     AT_LEAST_0,
     2,
     "of those, at most this many from one client address; the next gets 429 (`0`: no share"
     " of its own)",
+)
+FETCH_TIMEOUT = Setting(
+    "ASR_FETCH_TIMEOUT", SECONDS, 30.0, "seconds to fetch a URL, redirects included"
 )
 UPLOAD_TIMEOUT = Setting(
     "ASR_UPLOAD_TIMEOUT",
@@ -541,19 +571,6 @@ MODEL_CACHE = Setting(
     shown="`~/.cache/asr-gateway/models`",
 )
 
-# Several models in one service (gateway.models): a TOML file of named models, each with
-# its own pools; without it, the settings above describe the one model served.
-MODELS = Setting(
-    "ASR_MODELS",
-    OrNone(Text("a file")),
-    None,
-    'a models file (TOML: `default = "NAME"`, one `[models.NAME]` table per model, keys'
-    " the per-model settings below in lower case without `ASR_`, plus `offline`, `vad`,"
-    " `punc` and `speaker` naming companion entries, and `engine` a user's engine class):"
-    " docs/several-models.md. Unset: `ASR_MODEL` and its companions' variables make the one"
-    " model served, read as a one-entry file",
-)
-
 # What a models file's entry may set, as ``name[4:].lower()`` (``devices``, ``max_batch``):
 # the pool's settings, and the model's own cap of sessions. The rest stay gateway-wide.
 PER_MODEL: tuple[Setting[Any], ...] = (
@@ -581,80 +598,7 @@ PER_MODEL: tuple[Setting[Any], ...] = (
     CHUNK_DEADLINE_MS,
 )
 
-# The settings page's order.
-SETTINGS: tuple[Setting[Any], ...] = (
-    MODELS,
-    MODEL,
-    DEVICES,
-    WORKERS_PER_DEVICE,
-    TRANSPORT,
-    THREADS_PER_WORKER,
-    MAX_SESSIONS,
-    MAX_FRAME_BYTES,
-    MAX_TEXT_BYTES,
-    IDLE_TIMEOUT,
-    CONFIG_TIMEOUT,
-    FIRST_AUDIO_TIMEOUT,
-    SEND_TIMEOUT,
-    MAX_FRAMES_PER_SECOND,
-    ADMISSION_WAIT,
-    ADMISSION_QUEUE,
-    MAX_SESSION_SECONDS,
-    MAX_SEGMENT_SECONDS,
-    MAX_BUFFERED_SECONDS,
-    PROTECT_STATUS,
-    DRAIN_TIMEOUT,
-    DRAIN_DELAY,
-    AGENT_PORT,
-    AGENT_HOST,
-    RESUME_WINDOW,
-    MAX_PARKED_SESSIONS,
-    MAX_PARKED_PER_CLIENT,
-    MAX_RESUMES_PER_MINUTE,
-    REPLICA_ID,
-    GC_TUNING,
-    SLOT_BYTES,
-    SLOTS_PER_WORKER,
-    MAX_BATCH,
-    STREAM_WINDOW,
-    STREAM_IDLE_TIMEOUT,
-    WORKER_START_TIMEOUT,
-    WORKER_STOP_TIMEOUT,
-    WORKER_STEP_TIMEOUT,
-    WORKER_STEP_SECONDS_PER_AUDIO_SECOND,
-    UNHEALTHY_AFTER,
-    API_KEYS,
-    ALLOWED_ORIGINS,
-    MAX_SESSIONS_PER_CLIENT,
-    RUNTIME,
-    ENGINE,
-    ONNX_PRECISION,
-    BATCH_HOLD,
-    BATCH_WAIT_MS,
-    CHUNK_DEADLINE_MS,
-    TRANSCRIBE_MAX_BYTES,
-    TRANSCRIBE_CONCURRENCY,
-    TRANSCRIBE_CONCURRENCY_PER_CLIENT,
-    FETCH_TIMEOUT,
-    UPLOAD_TIMEOUT,
-    UPLOAD_MIN_BYTES_PER_SECOND,
-    FETCH_ALLOW_PRIVATE,
-    OFFLINE_MODEL,
-    OFFLINE_DEVICES,
-    OFFLINE_BATCH_WAIT_MS,
-    OFFLINE_RUNTIME,
-    OFFLINE_ENGINE,
-    OFFLINE_NICE,
-    VAD_MODEL,
-    VAD_DEVICES,
-    VAD_RUNTIME,
-    VAD_ENGINE,
-    PUNC_MODEL,
-    SPEAKER_MODEL,
-    SPEAKER_DEVICES,
-    SENTENCE_PREROLL_MS,
-    ENDPOINT_SILENCE_MS,
-    ENDPOINT_MIN_SPEECH_MS,
-    ENDPOINT_ENERGY_DBFS,
-    MODEL_CACHE,
+# Every setting, in the settings page's order: the order above.
+SETTINGS: tuple[Setting[Any], ...] = tuple(
+    value for value in dict(globals()).values() if isinstance(value, Setting)
 )

@@ -260,15 +260,9 @@ def _pool(
         for setting in table.PER_MODEL:
             setting.read(env)  # each value checked by its own parser, named by its key
     except ValueError as exc:
-        message = str(exc)
         if naming is not FILE:
-            raise ModelsFileError(message) from None  # it names its variable already
-        for key, setting in KEYS.items():
-            if message.startswith(setting.name + " "):
-                raise ModelsFileError(
-                    f"[models.{name}] {key}{message[len(setting.name) :]}"
-                ) from None
-        raise ModelsFileError(f"[models.{name}]: {message}") from None
+            raise ModelsFileError(str(exc)) from None  # it names its variable already
+        raise _keyed(name, exc) from None
     pool = PoolSettings.from_env(env)
     given = set(entry)
     if role == "offline":
@@ -361,10 +355,18 @@ def _max_sessions(name: str, entry: Mapping[str, object]) -> int | None:
     raw = _as_variable(name, "max_sessions", entry["max_sessions"])
     try:
         return table.MAX_SESSIONS.read({table.MAX_SESSIONS.name: raw})
-    except ValueError:
-        raise ModelsFileError(
-            f"[models.{name}] max_sessions must be {table.MAX_SESSIONS.kind.values}, not {raw!r}"
-        ) from None
+    except ValueError as exc:
+        raise _keyed(name, exc) from None
+
+
+def _keyed(name: str, error: ValueError) -> ModelsFileError:
+    """A setting's error, which names its variable (``ASR_MAX_BATCH must be ...``), as
+    entry ``name``'s, naming its key (``[models.zh] max_batch must be ...``)."""
+    message = str(error)
+    for key, setting in KEYS.items():
+        if message.startswith(setting.name + " "):
+            return ModelsFileError(f"[models.{name}] {key}{message[len(setting.name) :]}")
+    return ModelsFileError(f"[models.{name}]: {message}")
 
 
 def _check_shared_punctuation(
