@@ -30,6 +30,7 @@ RESULT = "RESULT "  # the line a script prints its findings on, as JSON
 PRELUDE = """
 import json, os, sys, time
 import anyio
+from tests.helpers.timing import within
 
 def report(**findings):
     print("RESULT " + json.dumps(findings), flush=True)

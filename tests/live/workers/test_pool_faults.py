@@ -93,6 +93,7 @@ def test_a_worker_killed_with_commands_waiting_is_replaced_and_the_pool_goes_on(
             import anyio, numpy as np
             from shared.settings import PoolSettings
             from bench.common.audio import expected_checksum
+            from tests.helpers.timing import within
             from workers.pool import WorkerPool
 
             async def main() -> None:

@@ -168,6 +168,7 @@ def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
             import os, signal
             import anyio, numpy as np
             from shared.settings import PoolSettings
+            from tests.helpers.timing import within
             from workers.pool import WorkerPool
 
             async def main() -> None:
@@ -193,6 +194,7 @@ def test_no_resource_tracker_warning_and_clean_exit(tmp_path: Path) -> None:
         text=True,
         timeout=120,
         cwd=Path(__file__).resolve().parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
         check=False,
     )
     assert completed.returncode == 0, completed.stderr
