@@ -27,135 +27,25 @@ funasr is MIT-licensed; this follows its 1.4.16 sources.
 
 from __future__ import annotations
 
-import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from workers.engines.fsmn_vad.window import (
+    MULTIPLE_UTTERANCE_MODE,
+    SINGLE_UTTERANCE_MODE,
+    AudioChange,
+    FrameState,
+    MachineState,
+    VadOptions,
+    WindowDetector,
+)
+
 Floats = npt.NDArray[np.float32]
 Segment = tuple[int, int]  # (start ms or -1, end ms or -1), as funasr's streaming output
-
-
-class _Machine(enum.Enum):  # funasr's VadStateMachine
-    START_POINT_NOT_DETECTED = 1
-    IN_SPEECH_SEGMENT = 2
-    END_POINT_DETECTED = 3
-
-
-class _Frame(enum.Enum):  # funasr's FrameState
-    INVALID = -1
-    SPEECH = 1
-    SIL = 0
-
-
-class _Change(enum.Enum):  # funasr's AudioChangeState
-    SPEECH2SPEECH = 0
-    SPEECH2SIL = 1
-    SIL2SIL = 2
-    SIL2SPEECH = 3
-    NO_BEGIN = 4
-    INVALID = 5
-
-
-SINGLE_UTTERANCE_MODE = 0  # funasr's VadDetectMode.kVadSingleUtteranceDetectMode
-MULTIPLE_UTTERANCE_MODE = 1
-
-
-@dataclass(frozen=True, slots=True)
-class VadOptions:
-    """``VADXOptions``: the model's ``model_conf``, with funasr's defaults. Only the fields
-    that a decision reads."""
-
-    sample_rate: int = 16000
-    detect_mode: int = MULTIPLE_UTTERANCE_MODE
-    max_end_silence_time: int = 800
-    max_start_silence_time: int = 3000
-    window_size_ms: int = 200
-    sil_to_speech_time_thres: int = 150
-    speech_to_sil_time_thres: int = 150
-    speech_2_noise_ratio: float = 1.0
-    do_extend: int = 1
-    lookback_time_start_point: int = 200
-    lookahead_time_end_point: int = 100
-    max_single_segment_time: int = 60000
-    snr_thres: float = -100.0
-    noise_frame_num_used_for_snr: int = 100
-    decibel_thres: float = -100.0
-    speech_noise_thres: float = 0.6
-    fe_prior_thres: float = 1e-4
-    silence_pdf_num: int = 1
-    sil_pdf_ids: tuple[int, ...] = (0,)
-    frame_in_ms: int = 10
-    frame_length_ms: int = 25
-
-    @classmethod
-    def from_model_conf(cls, conf: Mapping[str, Any]) -> VadOptions:
-        """The options funasr builds from ``config.yaml``'s ``model_conf`` (unknown keys
-        ignored, as ``VADXOptions(**kwargs)`` ignores them)."""
-        known = {name: conf[name] for name in cls.__slots__ if name in conf}
-        if "sil_pdf_ids" in known:
-            known["sil_pdf_ids"] = tuple(int(i) for i in known["sil_pdf_ids"])
-        options = cls(**known)
-        if len(options.sil_pdf_ids) != options.silence_pdf_num:
-            # funasr asserts this at the first frame it scores.
-            raise ValueError("model_conf: silence_pdf_num is not the number of sil_pdf_ids")
-        return options
-
-
-class _WindowDetector:
-    """``WindowDetector``: speech or silence over a sliding window of frame decisions."""
-
-    __slots__ = (
-        "cur_win_pos",
-        "pre_frame_state",
-        "sil_to_speech_frmcnt_thres",
-        "speech_to_sil_frmcnt_thres",
-        "win_size_frame",
-        "win_state",
-        "win_sum",
-    )
-
-    def __init__(self, options: VadOptions) -> None:
-        frame_size_ms = options.frame_in_ms
-        self.win_size_frame = int(options.window_size_ms / frame_size_ms)
-        self.sil_to_speech_frmcnt_thres = int(options.sil_to_speech_time_thres / frame_size_ms)
-        self.speech_to_sil_frmcnt_thres = int(options.speech_to_sil_time_thres / frame_size_ms)
-        self.reset()
-
-    def reset(self) -> None:
-        self.cur_win_pos = 0
-        self.win_sum = 0
-        self.win_state = [0] * self.win_size_frame
-        self.pre_frame_state = _Frame.SIL
-
-    def detect_one_frame(self, frame_state: _Frame) -> _Change:
-        """``WindowDetector.DetectOneFrame``."""
-        if frame_state is _Frame.SPEECH:
-            cur_frame_state = 1
-        elif frame_state is _Frame.SIL:
-            cur_frame_state = 0
-        else:
-            return _Change.INVALID
-        self.win_sum -= self.win_state[self.cur_win_pos]
-        self.win_sum += cur_frame_state
-        self.win_state[self.cur_win_pos] = cur_frame_state
-        self.cur_win_pos = (self.cur_win_pos + 1) % self.win_size_frame
-        if self.pre_frame_state is _Frame.SIL and self.win_sum >= self.sil_to_speech_frmcnt_thres:
-            self.pre_frame_state = _Frame.SPEECH
-            return _Change.SIL2SPEECH
-        if (
-            self.pre_frame_state is _Frame.SPEECH
-            and self.win_sum <= self.speech_to_sil_frmcnt_thres
-        ):
-            self.pre_frame_state = _Frame.SIL
-            return _Change.SPEECH2SIL
-        if self.pre_frame_state is _Frame.SIL:
-            return _Change.SIL2SIL
-        return _Change.SPEECH2SPEECH
 
 
 @dataclass(slots=True)
@@ -177,13 +67,13 @@ class StreamingVad:
     and the model's decisions on it. Feed each stride's frames to :meth:`accept`."""
 
     options: VadOptions
-    window: _WindowDetector = field(init=False)
+    window: WindowDetector = field(init=False)
     data_buf_start_frame: int = 0
     frm_cnt: int = 0
     latest_confirmed_speech_frame: int = 0
     lastest_confirmed_silence_frame: int = -1
     continous_silence_frame_count: int = 0
-    vad_state_machine: _Machine = _Machine.START_POINT_NOT_DETECTED
+    vad_state_machine: MachineState = MachineState.START_POINT_NOT_DETECTED
     confirmed_start_frame: int = -1
     confirmed_end_frame: int = -1
     number_end_time_detected: int = 0
@@ -200,7 +90,7 @@ class StreamingVad:
     nn_eval_block_size: int = 8
 
     def __post_init__(self) -> None:
-        self.window = _WindowDetector(self.options)
+        self.window = WindowDetector(self.options)
         self.max_end_sil_frame_cnt_thresh = (
             self.options.max_end_silence_time - self.options.speech_to_sil_time_thres
         )
@@ -258,7 +148,7 @@ class StreamingVad:
 
     def _detect_common_frames(self) -> None:
         """``DetectCommonFrames``."""
-        if self.vad_state_machine is _Machine.END_POINT_DETECTED:
+        if self.vad_state_machine is MachineState.END_POINT_DETECTED:
             return
         for i in range(self.nn_eval_block_size - 1, -1, -1):
             frame_state = self._get_frame_state(self.frm_cnt - 1 - i - self.last_drop_frames)
@@ -266,7 +156,7 @@ class StreamingVad:
 
     def _detect_last_frames(self) -> None:
         """``DetectLastFrames``."""
-        if self.vad_state_machine is _Machine.END_POINT_DETECTED:
+        if self.vad_state_machine is MachineState.END_POINT_DETECTED:
             return
         for i in range(self.nn_eval_block_size - 1, -1, -1):
             frame_state = self._get_frame_state(self.frm_cnt - 1 - i - self.last_drop_frames)
@@ -299,15 +189,15 @@ class StreamingVad:
 
     # -- funasr's per-frame steps --------------------------------------------------------
 
-    def _get_frame_state(self, t: int) -> _Frame:
+    def _get_frame_state(self, t: int) -> FrameState:
         """``GetFrameState``. ``t`` may be negative (funasr indexes from the end then)."""
         options = self.options
         if t >= len(self.decibel):
-            return _Frame.SIL
+            return FrameState.SIL
         cur_decibel = self.decibel[t]
         cur_snr = cur_decibel - self.noise_average_decibel
         if cur_decibel < options.decibel_thres:
-            return _Frame.SIL
+            return FrameState.SIL
         sum_score = 0.0
         noise_prob = 0.0
         if len(options.sil_pdf_ids) > 0:
@@ -318,8 +208,8 @@ class StreamingVad:
         speech_prob = math.log(sum_score)
         if math.exp(speech_prob) >= math.exp(noise_prob) + options.speech_noise_thres:
             if cur_snr >= options.snr_thres and cur_decibel >= options.decibel_thres:
-                return _Frame.SPEECH
-            return _Frame.SIL
+                return FrameState.SPEECH
+            return FrameState.SIL
         if self.noise_average_decibel < -99.9:
             self.noise_average_decibel = cur_decibel
         else:
@@ -327,58 +217,58 @@ class StreamingVad:
                 cur_decibel
                 + self.noise_average_decibel * (options.noise_frame_num_used_for_snr - 1)
             ) / options.noise_frame_num_used_for_snr
-        return _Frame.SIL
+        return FrameState.SIL
 
     def _detect_one_frame(
-        self, cur_frm_state: _Frame, cur_frm_idx: int, is_final_frame: bool
+        self, cur_frm_state: FrameState, cur_frm_idx: int, is_final_frame: bool
     ) -> None:
         """``FsmnVADStreaming.DetectOneFrame``."""
         options = self.options
-        tmp_cur_frm_state = _Frame.INVALID
-        if cur_frm_state is _Frame.SPEECH:
+        tmp_cur_frm_state = FrameState.INVALID
+        if cur_frm_state is FrameState.SPEECH:
             if math.fabs(1.0) > options.fe_prior_thres:
-                tmp_cur_frm_state = _Frame.SPEECH
+                tmp_cur_frm_state = FrameState.SPEECH
             else:
-                tmp_cur_frm_state = _Frame.SIL
-        elif cur_frm_state is _Frame.SIL:
-            tmp_cur_frm_state = _Frame.SIL
+                tmp_cur_frm_state = FrameState.SIL
+        elif cur_frm_state is FrameState.SIL:
+            tmp_cur_frm_state = FrameState.SIL
         state_change = self.window.detect_one_frame(tmp_cur_frm_state)
         frm_shift_in_ms = options.frame_in_ms
         max_segment_frames = options.max_single_segment_time / frm_shift_in_ms
-        if state_change is _Change.SIL2SPEECH:
+        if state_change is AudioChange.SIL2SPEECH:
             self.continous_silence_frame_count = 0
-            if self.vad_state_machine is _Machine.START_POINT_NOT_DETECTED:
+            if self.vad_state_machine is MachineState.START_POINT_NOT_DETECTED:
                 start_frame = max(
                     self.data_buf_start_frame, cur_frm_idx - self._latency_frm_num_at_start_point()
                 )
                 self._on_voice_start(start_frame)
-                self.vad_state_machine = _Machine.IN_SPEECH_SEGMENT
+                self.vad_state_machine = MachineState.IN_SPEECH_SEGMENT
                 for t in range(start_frame + 1, cur_frm_idx + 1):
                     self._on_voice_detected(t)
-            elif self.vad_state_machine is _Machine.IN_SPEECH_SEGMENT:
+            elif self.vad_state_machine is MachineState.IN_SPEECH_SEGMENT:
                 for t in range(self.latest_confirmed_speech_frame + 1, cur_frm_idx):
                     self._on_voice_detected(t)
                 if cur_frm_idx - self.confirmed_start_frame + 1 > max_segment_frames:
                     self._on_voice_end(cur_frm_idx, False, False)
-                    self.vad_state_machine = _Machine.END_POINT_DETECTED
+                    self.vad_state_machine = MachineState.END_POINT_DETECTED
                 elif not is_final_frame:
                     self._on_voice_detected(cur_frm_idx)
                 else:
                     self._maybe_on_voice_end_if_last_frame(is_final_frame, cur_frm_idx)
-        elif state_change is _Change.SPEECH2SIL or state_change is _Change.SPEECH2SPEECH:
+        elif state_change is AudioChange.SPEECH2SIL or state_change is AudioChange.SPEECH2SPEECH:
             # funasr's two branches differ only in SPEECH2SPEECH's write-only max_time_out.
             self.continous_silence_frame_count = 0
-            if self.vad_state_machine is _Machine.IN_SPEECH_SEGMENT:
+            if self.vad_state_machine is MachineState.IN_SPEECH_SEGMENT:
                 if cur_frm_idx - self.confirmed_start_frame + 1 > max_segment_frames:
                     self._on_voice_end(cur_frm_idx, False, False)
-                    self.vad_state_machine = _Machine.END_POINT_DETECTED
+                    self.vad_state_machine = MachineState.END_POINT_DETECTED
                 elif not is_final_frame:
                     self._on_voice_detected(cur_frm_idx)
                 else:
                     self._maybe_on_voice_end_if_last_frame(is_final_frame, cur_frm_idx)
-        elif state_change is _Change.SIL2SIL:
+        elif state_change is AudioChange.SIL2SIL:
             self.continous_silence_frame_count += 1
-            if self.vad_state_machine is _Machine.START_POINT_NOT_DETECTED:
+            if self.vad_state_machine is MachineState.START_POINT_NOT_DETECTED:
                 # silence timeout: a zero-length decision
                 if (
                     options.detect_mode == SINGLE_UTTERANCE_MODE
@@ -391,12 +281,12 @@ class StreamingVad:
                         self._on_silence_detected(t)
                     self._on_voice_start(0, True)
                     self._on_voice_end(0, True, False)
-                    self.vad_state_machine = _Machine.END_POINT_DETECTED
+                    self.vad_state_machine = MachineState.END_POINT_DETECTED
                 else:
                     latency = self._latency_frm_num_at_start_point()
                     if cur_frm_idx >= latency:
                         self._on_silence_detected(cur_frm_idx - latency)
-            elif self.vad_state_machine is _Machine.IN_SPEECH_SEGMENT:
+            elif self.vad_state_machine is MachineState.IN_SPEECH_SEGMENT:
                 if (
                     self.continous_silence_frame_count * frm_shift_in_ms
                     >= self.max_end_sil_frame_cnt_thresh
@@ -407,10 +297,10 @@ class StreamingVad:
                         lookback_frame -= 1
                         lookback_frame = max(0, lookback_frame)
                     self._on_voice_end(cur_frm_idx - lookback_frame, False, False)
-                    self.vad_state_machine = _Machine.END_POINT_DETECTED
+                    self.vad_state_machine = MachineState.END_POINT_DETECTED
                 elif cur_frm_idx - self.confirmed_start_frame + 1 > max_segment_frames:
                     self._on_voice_end(cur_frm_idx, False, False)
-                    self.vad_state_machine = _Machine.END_POINT_DETECTED
+                    self.vad_state_machine = MachineState.END_POINT_DETECTED
                 elif options.do_extend and not is_final_frame:
                     if self.continous_silence_frame_count <= int(
                         options.lookahead_time_end_point / frm_shift_in_ms
@@ -419,7 +309,7 @@ class StreamingVad:
                 else:
                     self._maybe_on_voice_end_if_last_frame(is_final_frame, cur_frm_idx)
         if (
-            self.vad_state_machine is _Machine.END_POINT_DETECTED
+            self.vad_state_machine is MachineState.END_POINT_DETECTED
             and options.detect_mode == MULTIPLE_UTTERANCE_MODE
         ):
             self._reset_detection()
@@ -434,7 +324,7 @@ class StreamingVad:
     def _on_silence_detected(self, valid_frame: int) -> None:
         """``OnSilenceDetected``."""
         self.lastest_confirmed_silence_frame = valid_frame
-        if self.vad_state_machine is _Machine.START_POINT_NOT_DETECTED:
+        if self.vad_state_machine is MachineState.START_POINT_NOT_DETECTED:
             self._pop_data_buf_till_frame(valid_frame)
 
     def _on_voice_detected(self, valid_frame: int) -> None:
@@ -446,7 +336,7 @@ class StreamingVad:
         """``OnVoiceStart``."""
         if self.confirmed_start_frame == -1:
             self.confirmed_start_frame = start_frame
-        if not fake_result and self.vad_state_machine is _Machine.START_POINT_NOT_DETECTED:
+        if not fake_result and self.vad_state_machine is MachineState.START_POINT_NOT_DETECTED:
             self._pop_data_to_output_buf(self.confirmed_start_frame, 1, True, False)
 
     def _on_voice_end(self, end_frame: int, fake_result: bool, is_last_frame: bool) -> None:
@@ -463,7 +353,7 @@ class StreamingVad:
         """``MaybeOnVoiceEndIfLastFrame``."""
         if is_final_frame:
             self._on_voice_end(cur_frm_idx, False, True)
-            self.vad_state_machine = _Machine.END_POINT_DETECTED
+            self.vad_state_machine = MachineState.END_POINT_DETECTED
 
     def _pop_data_buf_till_frame(self, frame_idx: int) -> None:
         """``PopDataBufTillFrame``."""
@@ -509,7 +399,7 @@ class StreamingVad:
         self.lastest_confirmed_silence_frame = -1
         self.confirmed_start_frame = -1
         self.confirmed_end_frame = -1
-        self.vad_state_machine = _Machine.START_POINT_NOT_DETECTED
+        self.vad_state_machine = MachineState.START_POINT_NOT_DETECTED
         self.window.reset()
         if self.output_data_buf:
             last = self.output_data_buf[-1]
