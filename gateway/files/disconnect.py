@@ -9,6 +9,7 @@ and the request's place is given back at once, rather than after decoding for no
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -19,6 +20,7 @@ from starlette.types import Message, Receive
 from gateway.files.request import TranscribeError
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # nginx's "client closed request": the answer nobody reads, as counted and logged.
 CLIENT_GONE = 499
@@ -65,7 +67,13 @@ async def while_connected(request: Request, work: Callable[[Request], Awaitable[
     async with anyio.create_task_group() as group:
 
         async def cancel_when_gone() -> None:
-            await watch.until_disconnect()
+            try:
+                await watch.until_disconnect()
+            except Exception:
+                # The watch alone failed (a server's receive that raised): the work goes
+                # on and answers; only a seen disconnect stops it.
+                logger.exception("watching for the client's disconnect failed")
+                return
             group.cancel_scope.cancel()
 
         group.start_soon(cancel_when_gone)

@@ -123,3 +123,20 @@ async def test_work_that_never_reads_the_body_answers_without_waiting_for_it() -
             "refused before the body"
         )
     assert client.reads == 0
+
+
+async def test_a_watch_that_fails_leaves_the_work_to_answer() -> None:
+    body = list(BODY)
+
+    async def receive() -> Message:
+        if body:
+            return body.pop(0)
+        raise RuntimeError("the server's receive failed")
+
+    async def work(request: Request) -> bytes:
+        data = await request.body()
+        await anyio.sleep(0.05)  # the watch fails meanwhile
+        return data
+
+    with within(5):
+        assert await while_connected(Request(SCOPE, receive), work) == b"hello world"
