@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from shared.errors import StreamClosedError
 from shared.messages import Decoded, StreamOptions, StreamResult
 
 
@@ -15,13 +16,17 @@ class FakeStream:
 
     worker_index = 0
 
-    def __init__(self) -> None:
-        self._in, self._out = anyio.create_memory_object_stream[StreamResult](16)
+    def __init__(self, stream_id: int = 0, capacity: int = 16) -> None:
+        self.stream_id = stream_id
+        self._in, self._out = anyio.create_memory_object_stream[StreamResult](capacity)
         self.finished = False
+        self.closed = False
         self.audio = bytearray()  # what was sent and finished with
+        self._seq = 0
 
     def give(self, text: str, *, final: bool = False) -> None:
-        self._in.send_nowait(StreamResult(0, 0, Decoded(text), final))
+        self._in.send_nowait(StreamResult(self.stream_id, self._seq, Decoded(text), final))
+        self._seq += 1
 
     async def send(self, audio: Any) -> None:
         self.audio += bytes(audio)
@@ -30,7 +35,17 @@ class FakeStream:
         self.audio += bytes(audio)
         self.finished = True
 
+    async def receive(self) -> StreamResult:
+        try:
+            return await self._out.receive()
+        except anyio.EndOfStream:
+            raise StreamClosedError("the stream has ended") from None
+
+    def receive_nowait(self) -> StreamResult:
+        return self._out.receive_nowait()
+
     async def aclose(self) -> None:
+        self.closed = True
         self._in.close()
         self._out.close()
 
@@ -46,7 +61,7 @@ class FakeStream:
     async def __anext__(self) -> StreamResult:
         try:
             return await self._out.receive()
-        except anyio.EndOfStream:
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
 

@@ -34,9 +34,9 @@ from gateway.models.table import single_model
 from gateway.session.resume.resumes import ResumableSessions
 from gateway.session.serving import ServedModel, Serving
 from gateway.settings import GatewaySettings
-from shared.errors import StreamClosedError
-from shared.messages import Decoded, StreamOptions, StreamResult
+from shared.messages import StreamOptions
 from shared.settings import PoolSettings
+from tests.helpers.fake_pool import FakeStream
 from tests.helpers.timing import within
 from workers.pool import WorkerPool
 
@@ -48,62 +48,23 @@ def checksum_text(audio: bytes) -> str:
     return f"{len(audio) // 2}:{zlib.crc32(audio):08x}"
 
 
-class EchoStream:
+class EchoStream(FakeStream):
     """A pool stream answered in process: one result per piece sent, the final at
     ``finish``; ``aclose`` abandons it."""
 
-    worker_index = 0
-
     def __init__(self, stream_id: int, options: StreamOptions) -> None:
-        self.stream_id = stream_id
+        super().__init__(stream_id, capacity=1024)
         self.options = options
-        self.audio = bytearray()
-        self.closed = False
-        self._in, self._out = anyio.create_memory_object_stream[StreamResult](1024)
-        self._seq = 0
-
-    def _answer(self, final: bool) -> None:
-        text = checksum_text(bytes(self.audio))
-        self._in.send_nowait(StreamResult(self.stream_id, self._seq, Decoded(text), final))
-        self._seq += 1
 
     async def send(self, audio: Any) -> None:
         self.audio += _bytes(audio)
-        self._answer(final=False)
+        self.give(checksum_text(bytes(self.audio)))
 
     async def finish(self, audio: Any = b"") -> None:
         self.audio += _bytes(audio)
-        self._answer(final=True)
+        self.finished = True
+        self.give(checksum_text(bytes(self.audio)), final=True)
         self._in.close()
-
-    async def receive(self) -> StreamResult:
-        try:
-            return await self._out.receive()
-        except anyio.EndOfStream:
-            raise StreamClosedError("the stream has ended") from None
-
-    def receive_nowait(self) -> StreamResult:
-        return self._out.receive_nowait()
-
-    def __aiter__(self) -> EchoStream:
-        return self
-
-    async def __anext__(self) -> StreamResult:
-        try:
-            return await self._out.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        self.closed = True
-        self._in.close()
-        self._out.close()
-
-    async def __aenter__(self) -> EchoStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _bytes(audio: Any) -> bytes:
