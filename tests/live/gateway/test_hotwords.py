@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,56 +14,30 @@ import pytest
 import soundfile
 from starlette.testclient import TestClient, WebSocketTestSession
 
-from gateway.app import create_app
-from gateway.audio.endpointer import EndpointSettings
-from gateway.settings import GatewaySettings
-from shared.engines import Role
-from shared.settings import PoolSettings
 from tests.helpers.checksums import receive_until_is_final
-from tests.helpers.loops import GatewayClient
-from tests.helpers.seaco import FIRST, SECOND, clip, generate
+from tests.helpers.seaco import (
+    FIRST,
+    SECOND,
+    clip,
+    generate,
+    hotword_gateway,
+    offline_text,
+    send_audio,
+)
 from workers.engines.paraformer.streaming import load_automodel
 
 pytestmark = pytest.mark.slow
 
-FRAME_BYTES = 1920  # 60 ms, as FunASR's Python client sends
-
 
 @pytest.fixture(scope="module")
 def seaco_client(tiny_seaco_model: Path) -> Iterator[TestClient]:
-    """Checksum streaming pool; the SeACo offline model for offline and 2pass-offline."""
-    streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(tiny_seaco_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(
-        pool=streaming,
-        companions={Role.OFFLINE: offline},
-        endpoint=EndpointSettings(preroll_ms=0),  # each sentence's offline pass: all of it
-        idle_timeout_s=30.0,
-    )
-    with GatewayClient(create_app(settings)) as client:
+    with hotword_gateway(tiny_seaco_model) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def model(tiny_seaco_model: Path) -> Any:
     return load_automodel(str(tiny_seaco_model), "cpu", 1)
-
-
-def send_audio(ws: WebSocketTestSession, audio: np.ndarray) -> None:
-    pcm = audio.astype("<i2").tobytes()
-    for start in range(0, len(pcm), FRAME_BYTES):
-        ws.send_bytes(pcm[start : start + FRAME_BYTES])
-
-
-def offline_text(ws: WebSocketTestSession, audio: np.ndarray, hotwords: object) -> str:
-    fields: dict[str, object] = {"mode": "offline", "is_speaking": True}
-    if hotwords is not None:
-        fields["hotwords"] = hotwords
-    ws.send_text(json.dumps(fields, ensure_ascii=False))
-    send_audio(ws, audio)
-    ws.send_text(json.dumps({"is_speaking": False}))
-    (final,) = receive_until_is_final(ws)
-    return str(final["text"])
 
 
 def test_offline_results_use_the_hotwords_in_either_client_form(

@@ -4,24 +4,17 @@ hotwords, served by the offline Paraformer engine. Every expected text is funasr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
-from gateway.audio.endpointer import EndpointSettings
-from gateway.settings import GatewaySettings
 from shared.engines import Role
 from shared.messages import StreamOptions
 from shared.settings import PoolSettings
-from tests.helpers.checksums import receive_until_is_final
-from tests.helpers.loops import GatewayClient
-from tests.helpers.seaco import FIRST, SECOND, clip, generate
+from tests.helpers.seaco import FIRST, SECOND, clip, generate, hotword_gateway, offline_text
 from tests.helpers.timing import within
 from workers.engines import select_engine
 from workers.engines.paraformer.streaming import load_automodel
@@ -33,7 +26,6 @@ pytestmark = pytest.mark.slow
 
 # A clip whose text each of no words, FIRST and SECOND changes (checked where it is used).
 STEERED_CLIP = (34, 1.5)
-FRAME_BYTES = 1920  # 60 ms, as FunASR's Python client sends
 
 
 @pytest.fixture(scope="module")
@@ -83,28 +75,13 @@ async def test_a_pool_decodes_with_each_streams_hotwords(
 
 @pytest.fixture(scope="module")
 def gateway(contextual_model: Path) -> Iterator[TestClient]:
-    """Checksum streaming pool; the Contextual Paraformer for offline passes."""
-    streaming = PoolSettings(model="checksum", devices=("cpu",))
-    offline = replace(streaming, model=str(contextual_model), kind=Role.OFFLINE)
-    settings = GatewaySettings(
-        pool=streaming,
-        companions={Role.OFFLINE: offline},
-        endpoint=EndpointSettings(preroll_ms=0),
-        idle_timeout_s=30.0,
-    )
-    with GatewayClient(create_app(settings)) as client:
+    with hotword_gateway(contextual_model) as client:
         yield client
 
 
 def test_a_funasr_session_s_hotwords_reach_it(gateway: TestClient, model: Any) -> None:
     audio = clip(*STEERED_CLIP)
-    pcm = audio.astype("<i2").tobytes()
     with gateway.websocket_connect("/") as ws:
         for words in (FIRST, (), SECOND):
-            opening = {"mode": "offline", "is_speaking": True, "hotwords": " ".join(words)}
-            ws.send_text(json.dumps(opening, ensure_ascii=False))
-            for start in range(0, len(pcm), FRAME_BYTES):
-                ws.send_bytes(pcm[start : start + FRAME_BYTES])
-            ws.send_text(json.dumps({"is_speaking": False}))
-            (final,) = receive_until_is_final(ws)
-            assert final["text"] == generate(model, audio, words), words
+            text = offline_text(ws, audio, " ".join(words))
+            assert text == generate(model, audio, words), words
