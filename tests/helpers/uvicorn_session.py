@@ -1,19 +1,23 @@
 """A ``websockets`` client's session with a real uvicorn (``bench.common.gateway.serve``):
 opening it, sending its frames, reading its results up to the final one, and the error
-frame and close code that end it."""
+frame and close code that end it; and a uvicorn start that fails (``failed_start``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from bench.common import ROOT
 from bench.common.gateway import Gateway
+from tests.helpers.timing import within
 
 
 def open_session(server: Gateway) -> connect:
@@ -53,3 +57,16 @@ async def expect_close(ws: ClientConnection, code: int) -> dict[str, Any]:
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == code
     return message
+
+
+async def failed_start(env: Mapping[str, str], deadline_s: float) -> tuple[int, str]:
+    """``uvicorn gateway.app:app`` started with ``env`` and run to its exit: its exit code
+    and its output (stdout and stderr). For starts that must fail."""
+    with within(deadline_s):
+        result = await anyio.run_process(
+            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
+            cwd=ROOT,
+            env=dict(env),
+            check=False,
+        )
+    return result.returncode, result.stdout.decode() + result.stderr.decode()

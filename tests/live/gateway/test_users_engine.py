@@ -20,6 +20,7 @@ import pytest
 from bench.common.gateway import Gateway, serve
 from tests.helpers.several_models import online_texts, wav_bytes
 from tests.helpers.timing import within
+from tests.helpers.uvicorn_session import failed_start
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -108,15 +109,8 @@ async def test_an_engine_that_is_not_one_fails_the_start_in_one_line(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ASR_MODEL"}
     env.update(_env(tmp_path, engine))
-    with within(120):
-        result = await anyio.run_process(
-            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-    output = result.stdout.decode() + result.stderr.decode()
-    assert result.returncode == 3, output  # uvicorn's: the lifespan's start-up failed
+    returncode, output = await failed_start(env, 120)
+    assert returncode == 3, output  # uvicorn's: the lifespan's start-up failed
     (line,) = [line for line in output.splitlines() if message in line]
     assert line.count("[models.keypad]") == 1
     assert "Traceback" not in output

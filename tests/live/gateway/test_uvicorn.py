@@ -31,6 +31,7 @@ from tests.helpers.checksums import (
 from tests.helpers.timing import within
 from tests.helpers.uvicorn_session import (
     expect_close,
+    failed_start,
     open_session,
     receive_until_final,
     send_frames,
@@ -208,16 +209,9 @@ async def test_the_tiny_paraformer_end_to_end_with_the_client(
 async def test_a_model_that_cannot_load_fails_start_up_in_one_line(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     env = {**os.environ, "ASR_MODEL": "/nonexistent/model"}
-    with within(60):
-        result = await anyio.run_process(
-            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-    output = result.stdout.decode() + result.stderr.decode()
+    returncode, output = await failed_start(env, 60)
     log.write_text(output)
-    assert result.returncode != 0
+    assert returncode != 0
     assert "ASR_MODEL=/nonexistent/model: no such directory" in output
     assert "Traceback" not in output
 
@@ -242,15 +236,8 @@ async def test_a_bad_models_file_fails_start_up_in_one_line_naming_the_entry(
     path.write_text(models)
     env = {**os.environ, "ASR_MODELS": str(path)}
     env.pop("ASR_MODEL", None)
-    with within(60):
-        result = await anyio.run_process(
-            [sys.executable, "-m", "uvicorn", "gateway.app:app", "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-    output = result.stdout.decode() + result.stderr.decode()
-    assert result.returncode == 3  # uvicorn's: the lifespan's start-up failed
+    returncode, output = await failed_start(env, 60)
+    assert returncode == 3  # uvicorn's: the lifespan's start-up failed
     (line,) = [line for line in output.splitlines() if message in line]
     assert "Traceback" not in output
     assert line.count("[models.") == 1
