@@ -61,6 +61,16 @@ def resident_bytes(pid: int | None) -> int | None:
     return None
 
 
+def worker_gpu_memory(worker: WorkerStatus, by_pid: Mapping[int, int]) -> int | None:
+    """A CUDA worker's GPU memory: the driver's count for its pid where nvidia-smi lists it
+    (exact), else the worker's own (its load's measure, workers.worker.gpu_memory)."""
+    if not worker.device.startswith("cuda"):
+        return None
+    if worker.pid is not None and worker.pid in by_pid:
+        return by_pid[worker.pid]
+    return worker.gpu_memory_bytes
+
+
 class WorkerCollector(Collector):
     """Per-worker gauges and the restart counter, read from the pools' status on scrape."""
 
@@ -86,8 +96,15 @@ class WorkerCollector(Collector):
         )
         gpu_memory = GaugeMetricFamily(
             "asr_worker_gpu_memory_bytes",
-            "GPU memory the worker process holds (nvidia-smi's compute apps; CUDA workers)",
+            "GPU memory the worker process holds: nvidia-smi's figure for its pid, else (in a"
+            " container's PID namespace) the worker's own measure (CUDA workers)",
             labels=labels,
+        )
+        provider = GaugeMetricFamily(
+            "asr_worker_provider",
+            "1 for what the worker's models really run on, as its runtime said"
+            " (CUDAExecutionProvider, CPUExecutionProvider, torch-cuda, torch-cpu)",
+            labels=[*labels, "provider"],
         )
         on_gpu = self.gpu_memory()
         for pool, status in self._pools().items():
@@ -99,13 +116,12 @@ class WorkerCollector(Collector):
                 rss = resident_bytes(worker.pid)
                 if rss is not None:
                     memory.add_metric(values, rss)
-                if (
-                    worker.device.startswith("cuda")
-                    and worker.pid is not None
-                    and worker.pid in on_gpu
-                ):
-                    gpu_memory.add_metric(values, on_gpu[worker.pid])
-        return [ready, streams, restarts, memory, gpu_memory]
+                if worker.provider is not None:
+                    provider.add_metric([*values, worker.provider], 1.0)
+                held = worker_gpu_memory(worker, on_gpu)
+                if held is not None:
+                    gpu_memory.add_metric(values, held)
+        return [ready, streams, restarts, memory, gpu_memory, provider]
 
 
 class GatewayMetrics:

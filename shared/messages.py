@@ -215,9 +215,15 @@ class SlotsFreed:
 class WorkerReady:
     pid: int
     engine: EngineName
-    device: str
+    device: str  # the label it was asked for (cuda:1), whatever index it sees it by
     load_seconds: float
     capabilities: EngineCapabilities
+    # What its models really run on, as their runtime said (workers.engines.runtime.placement:
+    # CUDAExecutionProvider, torch-cuda, ...); None where its engine did not say.
+    provider: str | None = None
+    # The GPU memory its load took, by the driver's count (workers.worker.gpu_memory);
+    # None on the CPU, or where the driver could not be asked.
+    gpu_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,9 +240,19 @@ class WorkerStopped:
 
 @dataclass(frozen=True, slots=True)
 class WorkerStats:
-    """Sent about once a second: the streams whose decoder state the worker holds."""
+    """Sent about once a second: the streams whose decoder state the worker holds, and the
+    GPU memory it holds now, where it can tell (workers.worker.gpu_memory)."""
 
     engine_streams: int
+    gpu_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerQuit:
+    """The worker's last message before it exits to be replaced: it can no longer serve
+    (its GPU's context is broken: every later step would fail too)."""
+
+    reason: str
 
 
 WorkerMessage = (
@@ -248,6 +264,7 @@ WorkerMessage = (
     | WorkerLoadFailed
     | WorkerStopped
     | WorkerStats
+    | WorkerQuit
 )
 
 

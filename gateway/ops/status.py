@@ -115,6 +115,7 @@ def _worker_json(worker: WorkerStatus) -> dict[str, object]:
     return {
         "index": worker.index,
         "device": worker.device,
+        "provider": worker.provider,
         "engine": worker.engine,
         "model": worker.model,
         "state": worker.state,
@@ -123,4 +124,5 @@ def _worker_json(worker: WorkerStatus) -> dict[str, object]:
         "free_slots": worker.free_slots,
         "engine_streams": worker.engine_streams,
         "restarts": worker.restarts,
+        "gpu_memory_bytes": worker.gpu_memory_bytes,
     }

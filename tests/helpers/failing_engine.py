@@ -14,6 +14,11 @@ side:
   be unpickled in the parent;
 - a piece that starts with :data:`HUGE_RESULT`: its result's text is :data:`HUGE_TEXT`
   (several pipe buffers: the parent reads it in many pieces, some of them would block);
+- a piece that starts with :data:`BREAK_DEVICE`: ``feed`` raises the error PyTorch raises
+  once a kernel made an illegal memory access (the CUDA context is then broken for good);
+- a piece that starts with :data:`REPORT_PLACEMENT`: its result's text is
+  :func:`placement_report`, the device the engine was loaded on and the CUDA variables its
+  process sees;
 - the environment variable :data:`FAIL_LOAD_ENV` naming a file that exists when a worker
   starts: loading raises (restarts fail until the file is removed);
 - the environment variable :data:`EXIT_LOAD_ENV`: the worker's process exits while loading,
@@ -46,6 +51,14 @@ CLOSE_RESULTS = np.array([-32768, 32767, -32768, 2], dtype=np.int16)
 UNREADABLE = np.array([-32768, 32767, -32768, 3], dtype=np.int16)
 CLOSE_COMMANDS = np.array([-32768, 32767, -32768, 4], dtype=np.int16)
 HUGE_RESULT = np.array([-32768, 32767, -32768, 5], dtype=np.int16)
+BREAK_DEVICE = np.array([-32768, 32767, -32768, 6], dtype=np.int16)
+REPORT_PLACEMENT = np.array([-32768, 32767, -32768, 7], dtype=np.int16)
+# PyTorch's text for cudaErrorIllegalAddress (c10/cuda/CUDAException.cpp's wording).
+ILLEGAL_ADDRESS = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the"
+    " stacktrace below might be incorrect."
+)
 # 600 KB of text that does not compress away in pickling: about ten 64 KiB pipe buffers.
 HUGE_TEXT = "".join(f"{index:07d}" for index in range(600_000 // 7))
 FAIL_OPEN = "fail-open"
@@ -76,7 +89,22 @@ class _Unreadable(str):
         return _refuse, (str(self),)
 
 
+def placement_report(device: str) -> str:
+    """``device|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER``, as this process sees them
+    (``-`` for a variable that is not set)."""
+    return "|".join(
+        [
+            device,
+            *(os.environ.get(name, "-") for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")),
+        ]
+    )
+
+
 class FailingChecksumEngine(ChecksumEngine):
+    def __init__(self, device: str = "cpu") -> None:
+        super().__init__()
+        self.device = device  # what it was loaded on, for REPORT_PLACEMENT
+
     def open_stream(self, stream_id: int, options: StreamOptions) -> None:
         if FAIL_OPEN in options.hotwords:
             raise RuntimeError("asked to fail opening")
@@ -94,14 +122,24 @@ class FailingChecksumEngine(ChecksumEngine):
                 # Its only readable Connection (shm transport) is its command pipe.
                 if isinstance(thing, Connection) and not thing.closed and thing.readable:
                     thing.close()
+        if any(_starts_with(item.samples, BREAK_DEVICE) for item in items):
+            raise RuntimeError(ILLEGAL_ADDRESS)
         if any(_starts_with(item.samples, FAIL_STEP) for item in items):
             super().feed(items)  # half the work done: the state is then dropped all the same
             raise RuntimeError("asked to fail this step")
         outputs = super().feed(items)
-        return [_marked_output(item, output) for item, output in zip(items, outputs, strict=True)]
+        return [
+            self._marked_output(item, output) for item, output in zip(items, outputs, strict=True)
+        ]
+
+    def _marked_output(self, item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
+        if _starts_with(item.samples, REPORT_PLACEMENT):
+            text = placement_report(self.device)
+            return replace(output, decoded=replace(output.decoded, text=text))
+        return _marked_text(item, output)
 
 
-def _marked_output(item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
+def _marked_text(item: ChunkItem, output: ChunkOutput) -> ChunkOutput:
     if _starts_with(item.samples, UNREADABLE):
         return replace(output, decoded=replace(output.decoded, text=_Unreadable(output.text)))
     if _starts_with(item.samples, HUGE_RESULT):
@@ -124,4 +162,4 @@ def load(spec: EngineSpec) -> FailingChecksumEngine:
         if no_fds == "model":
             with open(__file__, "rb"):
                 pass
-    return FailingChecksumEngine()
+    return FailingChecksumEngine(spec.device)

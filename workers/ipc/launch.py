@@ -9,8 +9,8 @@ never imports the child side (nor the other way round).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
 from shared.messages import EngineSpec
@@ -52,6 +52,8 @@ class WorkerLaunch:
     results: Connection  # where its messages go
     policy: BatchPolicy
     nice: int = 0  # how much lower than the gateway the worker runs (Unix nice)
+    # Set first thing in the worker: the one GPU it sees (workers.ipc.devices).
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def run_entry_point(

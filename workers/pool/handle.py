@@ -22,12 +22,14 @@ from shared.messages import (
     StreamResult,
     WorkerLoadFailed,
     WorkerMessage,
+    WorkerQuit,
     WorkerReady,
     WorkerStats,
 )
 from shared.settings import PoolSettings
 from workers.engines import EngineLoader, load_engine
 from workers.ipc.channel import Channel, QueueChannel, ShmChannel
+from workers.ipc.devices import worker_environment
 from workers.ipc.framing import FramingError
 from workers.ipc.launch import WORKER_MAIN, BatchPolicy, WorkerLaunch, run_entry_point
 from workers.ipc.os_error import describe
@@ -92,6 +94,8 @@ class WorkerHandle:
         self._process: BaseProcess | None = None
         self.owed = OwedWork()  # for the pool's hang watchdog
         self.engine_streams = 0  # decoder states the worker holds, from its WorkerStats
+        self.gpu_memory_bytes: int | None = None  # its own figure (WorkerReady, WorkerStats)
+        self.quit_reason: str | None = None  # why it exited to be replaced (WorkerQuit)
         self._commands_waiting = anyio.Event()  # set while the sender holds unsent bytes
 
     @property
@@ -113,6 +117,10 @@ class WorkerHandle:
         with what the parent could not make for it (a pipe, its slab, the process: no
         descriptor free, no room in /dev/shm). ``close()`` releases what was made.
         """
+        try:
+            environment = worker_environment(self.spec.device)
+        except ValueError as exc:
+            raise WorkerLoadError(f"worker {self.index} cannot start: {exc}") from None
         context = multiprocessing.get_context("spawn")
         child_ends: list[Connection] = []
         doing = "opening its results pipe"
@@ -141,7 +149,12 @@ class WorkerHandle:
                 self._settings.batch_hold,
             )
             launch = WorkerLaunch(
-                self.spec, channel, results_child, policy, self._settings.worker_nice
+                self.spec,
+                channel,
+                results_child,
+                policy,
+                self._settings.worker_nice,
+                environment,
             )
             doing = "spawning its process"
             self._process = context.Process(
@@ -174,6 +187,7 @@ class WorkerHandle:
         match first:
             case WorkerReady():
                 self.ready = first
+                self.gpu_memory_bytes = first.gpu_memory_bytes
                 self.owed.whole_utterances = first.capabilities.decodes_at_final
                 stop_asked = self.state is WorkerState.STOPPING  # while it loaded
                 self.state = WorkerState.READY
@@ -277,6 +291,9 @@ class WorkerHandle:
                         self.owed.forget(message.stream_id)
                     case WorkerStats():
                         self.engine_streams = message.engine_streams
+                        self.gpu_memory_bytes = message.gpu_memory_bytes
+                    case WorkerQuit():
+                        self.quit_reason = message.reason
                 route(self, message)
         except BaseException:
             self.state = WorkerState.DEAD  # the rest of the batch is lost

@@ -227,7 +227,13 @@ class WorkerPool:
                 return
             seat.lost_at = time.monotonic()
             seat.failed_restarts = 0
-            cause = loss.cause if loss is not None else f"died (exit code {exit_code})"
+            cause = (
+                loss.cause
+                if loss is not None
+                else f"quit ({handle.quit_reason})"
+                if handle.quit_reason is not None
+                else f"died (exit code {exit_code})"
+            )
             error = loss.error if loss is not None else None
             logger.error("worker %d (pid %s) %s", seat.index, handle.pid, cause, exc_info=error)
             handle.fail_streams(

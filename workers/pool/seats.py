@@ -28,6 +28,9 @@ class WorkerStatus:
     free_slots: int
     engine_streams: int
     restarts: int
+    # What its models really run on, as the worker said (None: not said, or not ready).
+    provider: str | None = None
+    gpu_memory_bytes: int | None = None  # its own figure (workers.worker.gpu_memory)
 
 
 @dataclass(slots=True)
@@ -58,6 +61,8 @@ class Seat:
             free_slots=self.handle.free_slots,
             engine_streams=self.handle.engine_streams,
             restarts=self.restarts,
+            provider=self.handle.ready.provider if self.handle.ready else None,
+            gpu_memory_bytes=self.handle.gpu_memory_bytes,
         )
 
 

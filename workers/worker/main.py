@@ -8,7 +8,12 @@ pipe.
 
 An engine that raises fails what it was doing, not the worker: a step's exception fails
 every stream of that step (one ``StreamFailed`` per piece, so each piece is still answered
-exactly once) and drops their state; an exception opening a stream fails that stream.
+exactly once) and drops their state; an exception opening a stream fails that stream. The
+exception is an error that leaves the GPU unusable (``workers.worker.device_errors``): the
+step's streams fail, and the worker says why (``WorkerQuit``) and exits, to be replaced.
+
+The worker sees only its own GPU (``workers.ipc.devices``): its engine loads on
+``cuda:0``, while everything it reports names the device it was asked for.
 """
 
 from __future__ import annotations
@@ -18,45 +23,64 @@ import signal
 import time
 import traceback
 from collections.abc import Iterable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import NoReturn
 
 from shared.messages import (
+    EngineSpec,
     SlotsFreed,
     StreamExpired,
     StreamFailed,
     StreamResult,
     WorkerLoadFailed,
     WorkerMessage,
+    WorkerQuit,
     WorkerReady,
     WorkerStats,
     WorkerStopped,
 )
 from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
+from workers.engines.runtime.placement import provider_in_use
 from workers.ipc.channel import Channel, QueueChannel, ShmChannel
+from workers.ipc.devices import enter_environment, local_device
 from workers.ipc.launch import BatchPolicy, WorkerLaunch
 from workers.ipc.os_error import describe
 from workers.ipc.receiver import Command, CommandReceiver, QueueReceiver, ShmReceiver
 from workers.ipc.wire import CommandKind
 from workers.worker.batching import ChunkClock, Duty, StepTimes, wait_for_more
+from workers.worker.device_errors import broken_device
+from workers.worker.gpu_memory import GpuMemoryMeter
 from workers.worker.steps import PendingCommands
+from workers.worker.warm_up import warm_up
 
 POLL_INTERVAL_S = 1.0
 RECEIVE_LIMIT = 100_000  # commands per receive: in effect all that wait (slots bound audio)
 # The answer to a piece taken out unread by its stream's CLOSE (steps.PendingCommands).
 CLOSED_UNREAD = "the stream was closed before this piece was decoded"
+EXIT_DEVICE_BROKEN = 3  # the exit code of a worker that quit on a broken GPU
+
+
+class _DeviceBroken(Exception):
+    """A step met an error that leaves the GPU unusable; ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
     """Entry point of a spawned worker (``workers.ipc.launch.WORKER_MAIN``)."""
+    enter_environment(launch.environment)  # before any library could initialise CUDA
     _leave_parents_session()
     _lower_priority(launch.nice)
     spec, results = launch.spec, launch.results
     started = time.monotonic()
+    meter = GpuMemoryMeter.for_this_worker()
     try:
-        engine = load(spec)
+        engine = meter.measure_load(lambda: _load(load, spec))
     except BaseException as exc:
         _fail_to_load(results, f"{spec.engine} on {spec.device}: {_describe(exc)}")
     try:
@@ -71,16 +95,31 @@ def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
         device=spec.device,
         load_seconds=time.monotonic() - started,
         capabilities=engine.capabilities,
+        provider=provider_in_use(),
+        gpu_memory_bytes=meter.at_load,
     )
     try:
         results.send((ready,))
-        _serve(engine, receiver, results, launch.policy, spec.stream_idle_timeout_s)
+        _serve(engine, receiver, results, launch.policy, spec.stream_idle_timeout_s, meter)
+    except _DeviceBroken as exc:
+        quit_reason = f"{engine.name} on {spec.device}: {exc.reason}; exiting to be replaced"
+        results.send((WorkerQuit(quit_reason),))
+        raise SystemExit(EXIT_DEVICE_BROKEN) from None
     except (EOFError, BrokenPipeError):
         # The parent is gone (its end of a pipe closed): nobody is left to serve or tell.
         raise SystemExit(1) from None
     finally:
         receiver.close()
         results.close()
+
+
+def _load(load: EngineLoader, spec: EngineSpec) -> Engine:
+    """The engine, loaded on the device this process sees; a GPU's warmed up."""
+    device = local_device(spec.device)
+    engine = load(replace(spec, device=device))
+    if device != "cpu":
+        warm_up(engine)
+    return engine
 
 
 def _receiver(channel: Channel) -> CommandReceiver:
@@ -104,7 +143,10 @@ def _serve(
     results: Connection,
     policy: BatchPolicy,
     idle_timeout_s: float,
+    meter: GpuMemoryMeter,
 ) -> None:
+    """Serve commands until told to stop. Raises :class:`_DeviceBroken` (the step's
+    answers sent first) where a step broke the GPU."""
     hold_finals = engine.capabilities.decodes_at_final
     pending = PendingCommands(one_chunk_per_stream=not hold_finals)
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
@@ -124,7 +166,11 @@ def _serve(
         outbox += [StreamFailed(stream_id, CLOSED_UNREAD) for stream_id in pending.extend(received)]
         commands = pending.take_step(policy.max_batch)
         started = time.monotonic()
-        stopping = _apply(engine, commands, outbox)
+        try:
+            stopping = _apply(engine, commands, outbox)
+        except _DeviceBroken:
+            results.send(tuple(outbox))  # the failed step's answers, then the quit
+            raise
         rows = sum(c.header.kind is CommandKind.AUDIO for c in commands)
         if rows:
             ended = time.monotonic()
@@ -136,7 +182,7 @@ def _serve(
             for stream_id in engine.expire_idle(now, idle_timeout_s):
                 message = f"stream idle for more than {idle_timeout_s:g} s; its state was dropped"
                 outbox.append(StreamExpired(stream_id, message))
-            outbox.append(WorkerStats(engine.active_streams))
+            outbox.append(WorkerStats(engine.active_streams, meter.now()))
         if stopping:
             outbox.append(WorkerStopped(engine.active_streams))
         if outbox:
@@ -194,6 +240,9 @@ def _run_batch(
         # cleanly (an unknown stream) instead of decoding on top of it.
         _drop_streams(engine, dict.fromkeys(item.stream_id for item in items))
         batch.clear()
+        broken = broken_device(exc)
+        if broken is not None:
+            raise _DeviceBroken(broken) from exc
         return
     compute_ms = (time.monotonic_ns() - started_ns) / 1e6
     for (_, sent_ns), output in zip(batch, outputs, strict=True):

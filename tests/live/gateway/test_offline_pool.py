@@ -101,6 +101,9 @@ def test_readyz_lists_both_pools(client: TestClient) -> None:
     assert body["ready"] is True
     assert [w["engine"] for w in body["workers"]] == ["checksum"]
     assert [w["engine"] for w in body["offline_workers"]] == ["paraformer-offline"]
+    # What each really runs on: funasr's PyTorch on the CPU; the checksum engine says nothing.
+    assert [w["provider"] for w in body["offline_workers"]] == ["torch-cpu"]
+    assert [w["provider"] for w in body["workers"]] == [None]
 
 
 def test_settings_from_env_build_the_offline_pool() -> None:

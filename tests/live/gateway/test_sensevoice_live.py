@@ -195,5 +195,11 @@ def test_the_onnx_runtime_serves_sensevoice_with_funasrs_text(
         engine = onnx_client.post(
             "/v1/transcribe", files={"file": ("a.wav", wav(audio), "audio/wav")}
         ).json()["engine"]
+        (offline_worker,) = onnx_client.get("/readyz").json()["offline_workers"]
+        metrics = onnx_client.get("/metrics").text
     assert engine == "sensevoice-onnx"
+    # What the session really runs on, as onnxruntime said, not the device asked for.
+    assert offline_worker["provider"] == "CPUExecutionProvider"
+    assert offline_worker["gpu_memory_bytes"] is None
+    assert 'provider="CPUExecutionProvider",worker="offline-0"} 1.0' in metrics
     assert fields(message) == expected(model, audio, "en", True)

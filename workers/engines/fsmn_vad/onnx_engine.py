@@ -40,8 +40,8 @@ from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.fsmn_vad.state import Segment, StreamingVad
 from workers.engines.fsmn_vad.window import VadOptions
-from workers.engines.runtime.onnx_files import open_session
 from workers.engines.runtime.onnx_frontend import OnlineFbankFrontend, OnlineFbankState
+from workers.engines.runtime.onnx_session import open_session
 from workers.engines.runtime.torch_checkpoint import load_state_dict
 from workers.engines.table import TableEngine, engine_error
 

@@ -36,12 +36,13 @@ from workers.engines.base import Timestamps
 from workers.engines.paraformer.offline import ParaformerOfflineEngine
 from workers.engines.paraformer.streaming import to_float
 from workers.engines.runtime.model_dir import model_class
-from workers.engines.runtime.onnx_files import OfflineOnnxFiles, open_session, require_export
+from workers.engines.runtime.onnx_files import OfflineOnnxFiles, require_export
 from workers.engines.runtime.onnx_frontend import (
     UtteranceFrontend,
     load_sentence_postprocess,
     pad_rows,
 )
+from workers.engines.runtime.onnx_session import open_session
 from workers.engines.whole_utterance import Final
 
 # The offline model classes the export carries whole. SeACo's hotword path and BiCif's

@@ -21,6 +21,7 @@ from shared.engines import EngineCapabilities
 from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.runtime.funasr_quiet import quiet_funasr
+from workers.engines.runtime.placement import use_torch_device
 from workers.engines.table import TableEngine
 
 INT16_SCALE = 32768.0
@@ -46,6 +47,7 @@ def load_automodel(model_dir: str, device: str, threads: int) -> Any:
         # funasr silently falls back to the CPU when CUDA is missing; we would rather say so.
         if not torch.cuda.is_available():
             raise RuntimeError(f"device {device} requested but CUDA is not available")
+    use_torch_device(device)
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"{model_dir} is not a FunASR model directory (no config.yaml)")
     with quiet_funasr():

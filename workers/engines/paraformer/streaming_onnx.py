@@ -31,18 +31,14 @@ import numpy.typing as npt
 from shared.engines import EngineCapabilities, Precision
 from shared.messages import Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
-from workers.engines.runtime.onnx_files import (
-    INV_TIMESCALES,
-    OnnxFiles,
-    open_session,
-    require_export,
-)
+from workers.engines.runtime.onnx_files import INV_TIMESCALES, OnnxFiles, require_export
 from workers.engines.runtime.onnx_frontend import (
     FrontendState,
     StreamingFrontend,
     load_sentence_postprocess,
     position_encoding,
 )
+from workers.engines.runtime.onnx_session import open_session
 from workers.engines.table import TableEngine, engine_error
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from shared.engines import Precision
-from workers.engines.runtime.onnx_files import PuncOnnxFiles, open_session, punc_up_to_date
+from workers.engines.runtime.onnx_files import PuncOnnxFiles, punc_up_to_date
+from workers.engines.runtime.onnx_session import open_session
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from shared.engines import Precision
 
@@ -167,30 +166,3 @@ def require_export(model_dir: Path, precision: Precision, qdq: bool = False) -> 
             f"no up-to-date {precision}{' QDQ' if qdq and int8 else ''} ONNX export in"
             f" {model_dir}: run python -m workers.models.export {model_dir}{int8}"
         )
-
-
-def open_session(model: Path | bytes, device: str, threads: int) -> Any:
-    """An onnxruntime session on ``model`` (a file, or a serialized graph) as the ONNX
-    engines run them (onnxruntime is imported here, not at this module's import):
-    ``threads`` intra-op threads, no arena, the CUDA provider for a ``cuda`` device
-    (refused where onnxruntime has none)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    # The arena keeps a second copy of the initializers' memory (measured on the streaming
-    # model: 1.2 against 0.9 GB for the large fp32 model), at the same speed.
-    options.enable_cpu_mem_arena = False
-    providers: list[Any] = ["CPUExecutionProvider"]
-    if device.startswith("cuda"):
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RuntimeError(
-                f"device {device} requested but onnxruntime has no CUDA provider here"
-                " (install onnxruntime-gpu)"
-            )
-        device_id = int(device.partition(":")[2] or 0)
-        providers = [("CUDAExecutionProvider", {"device_id": device_id}), *providers]
-    source = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(source, options, providers=providers)

@@ -21,8 +21,9 @@ import yaml
 from shared.engines import Precision
 from shared.messages import Decoded, EngineSpec
 from workers.engines.paraformer.streaming import to_float
-from workers.engines.runtime.onnx_files import OfflineOnnxFiles, open_session, require_export
+from workers.engines.runtime.onnx_files import OfflineOnnxFiles, require_export
 from workers.engines.runtime.onnx_frontend import UtteranceFrontend, pad_rows
+from workers.engines.runtime.onnx_session import open_session
 from workers.engines.sensevoice.engine import (
     LANGUAGE_QUERY,
     TEXT_NORM_QUERY,
