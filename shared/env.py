@@ -13,6 +13,7 @@ in one line.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -145,10 +146,11 @@ class Devices(Kind[tuple[str, ...]]):
     values = "comma-separated devices: cpu, cuda:N"
 
     def parse(self, raw: str) -> tuple[str, ...]:
+        """The devices, ``cuda`` spelt ``cuda:0`` (as every report then names it)."""
         devices = tuple(d.strip() for d in raw.split(",") if d.strip())
-        if not devices or any(d != "cpu" and not d.startswith("cuda") for d in devices):
+        if not devices or not all(re.fullmatch(r"cpu|cuda(:\d+)?", d) for d in devices):
             raise ValueError(raw)
-        return devices
+        return tuple("cuda:0" if d == "cuda" else d for d in devices)
 
     def show(self, value: tuple[str, ...]) -> str:
         return f"`{','.join(value)}`"

@@ -156,6 +156,13 @@ class PoolSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        gpus = [device for device in self.devices if device.startswith("cuda")]
+        if self.onnx_precision == "int8" and self.runtime != "torch" and gpus:
+            raise ValueError(
+                f"ASR_ONNX_PRECISION=int8 on {gpus[0]}: the int8 graphs' QLinearMatMul has no"
+                " kernel in onnxruntime's CUDA provider, so those nodes would run on the CPU"
+                " with copies each way; use fp32 on GPUs (int8 is for CPUs)"
+            )
         if self.engine is not None and names_a_runtime(self.engine):
             raise ValueError(
                 f"engine {self.engine!r} is a runtime: set runtime (ASR_RUNTIME); an engine"
@@ -177,6 +184,8 @@ class PoolSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
         env = os.environ if environ is None else environ
         runtime = runtime_of(env, table.RUNTIME, table.ENGINE)
+        if not runtime_named(env):
+            runtime = default_runtime(table.DEVICES.read(env))
         engine = user_engine(table.ENGINE.read(env))
         return cls(**read_fields(cls, env, runtime=runtime, engine=engine, worker_nice=0))
 
@@ -215,6 +224,25 @@ def runtime_of(
             f"{old_name.name} is the old name of {runtime.name}: set {runtime.name} alone"
         )
     return old
+
+
+# The runtime of a deployment with a GPU where ASR_RUNTIME names none: ONNX Runtime runs a
+# step's streams in one call; PyTorch's funasr decodes one stream per call, and empties
+# CUDA's cache after each. On CPUs funasr's own code stays the default: it is the reference.
+GPU_RUNTIME: Runtime = "onnx"
+
+
+def default_runtime(devices: tuple[str, ...]) -> Runtime:
+    """The runtime of a pool on ``devices`` where ``ASR_RUNTIME`` names none (a models
+    file's table goes further: a GPU in any of its pools makes it every pool's)."""
+    return GPU_RUNTIME if any(device.startswith("cuda") for device in devices) else "torch"
+
+
+def runtime_named(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` names the runtime: ``ASR_RUNTIME``, or ``ASR_ENGINE`` holding a
+    runtime's old name (``paraformer-onnx``)."""
+    engine = env.get(table.ENGINE.name)
+    return table.RUNTIME.name in env or (engine is not None and names_a_runtime(engine.strip()))
 
 
 def names_a_runtime(engine: str) -> bool:

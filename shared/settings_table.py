@@ -372,7 +372,9 @@ RUNTIME = Setting(
     " start-up: the streaming and offline Paraformers, SenseVoice, the FSMN-VAD and the"
     " punctuation; SeACo, BiCif and CAM++ stay on PyTorch) or `openvino` (the streaming"
     " Paraformer's export under OpenVINO on the CPU, `pip install openvino`; the rest as"
-    " `onnx`). Each model kind's engine per runtime: `workers/engines/kinds.py`",
+    " `onnx`). Unset: `onnx` where `ASR_DEVICES` names a GPU, else `torch`"
+    " (docs/workers.md, GPUs). Each model kind's engine per runtime: `workers/engines/kinds.py`",
+    shown="`torch`; `onnx` on GPUs",
 )
 ENGINE = Setting(
     "ASR_ENGINE",
@@ -387,7 +389,8 @@ ONNX_PRECISION = Setting(
     Choice(PRECISIONS),
     "fp32",
     "`fp32` (text equal to PyTorch's with look-back 0/0) or `int8` (static quantization"
-    " calibrated at export: smaller, faster, close to fp32, batch-invariant)",
+    " calibrated at export: smaller, faster on CPUs, close to fp32, batch-invariant; refused"
+    " on GPUs, where onnxruntime's CUDA provider cannot run its QLinearMatMul)",
 )
 BATCH_HOLD = Setting(
     "ASR_BATCH_HOLD",

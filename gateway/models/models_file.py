@@ -36,7 +36,13 @@ from gateway.models.table import NAME_PATTERN, ModelChoice, ModelTable, PoolEntr
 from shared import settings_table as table
 from shared.engines import Role
 from shared.env import Setting
-from shared.settings import PoolSettings, companion_runtime, speaker_pool_settings
+from shared.settings import (
+    GPU_RUNTIME,
+    PoolSettings,
+    companion_runtime,
+    runtime_named,
+    speaker_pool_settings,
+)
 
 COMPANIONS: tuple[Role, ...] = (Role.OFFLINE, Role.VAD, Role.PUNCTUATION, Role.SPEAKER)
 KEYS = {setting.name[4:].lower(): setting for setting in table.PER_MODEL}
@@ -160,13 +166,23 @@ def _read_table(
         raise ModelsFileError(f"default = {default!r}: not an entry")
     if roles[default] != "streaming":
         raise ModelsFileError(f"default = {default!r}: it is a {roles[default]} companion")
-    pools = {
-        name: PoolEntry(
-            name, _pool(name, entry, roles[name], entries, environ, cuda_devices, naming)
-        )
-        for name, entry in entries.items()
-        if roles[name] != "punc"
-    }
+
+    def read_pools(env: Mapping[str, str]) -> dict[str, PoolEntry]:
+        return {
+            name: PoolEntry(
+                name, _pool(name, entry, roles[name], entries, env, cuda_devices, naming)
+            )
+            for name, entry in entries.items()
+            if roles[name] != "punc"
+        }
+
+    pools = read_pools(environ)
+    if not runtime_named(environ) and any(
+        device.startswith("cuda") for entry in pools.values() for device in entry.settings.devices
+    ):
+        # A GPU anywhere makes ONNX Runtime every pool's default, the companions' on the CPU
+        # too (the VAD's vectorised engine): ASR_RUNTIME unset (shared.settings.default_runtime).
+        pools = read_pools({**environ, table.RUNTIME.name: GPU_RUNTIME})
     choices = [
         ModelChoice(
             name, pools[name], _companions(entries[name], pools), _max_sessions(name, entries[name])

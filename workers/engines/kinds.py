@@ -35,13 +35,17 @@ class EngineRow:
     qdq: bool = False
     # Its punctuator loads the CT-Transformer's ONNX export (``ASR_PUNC_MODEL``).
     punctuation_exported: bool = False
+    # It runs its model on ONNX Runtime (a GPU then needs onnxruntime-gpu).
+    onnxruntime: bool = False
 
 
 ENGINES: Mapping[EngineName, EngineRow] = {
     "checksum": EngineRow("workers.engines.checksum.engine:ChecksumEngine"),
     "paraformer": EngineRow("workers.engines.paraformer.streaming:ParaformerStreamingEngine"),
     "paraformer-onnx": EngineRow(
-        "workers.engines.paraformer.streaming_onnx:ParaformerOnnxEngine", exported=True
+        "workers.engines.paraformer.streaming_onnx:ParaformerOnnxEngine",
+        exported=True,
+        onnxruntime=True,
     ),
     "paraformer-openvino": EngineRow(
         "workers.engines.paraformer.streaming_openvino:ParaformerOpenVinoEngine",
@@ -53,12 +57,17 @@ ENGINES: Mapping[EngineName, EngineRow] = {
         "workers.engines.paraformer.offline_onnx:ParaformerOfflineOnnxEngine",
         exported=True,
         punctuation_exported=True,
+        onnxruntime=True,
     ),
     "fsmn-vad": EngineRow("workers.engines.fsmn_vad.engine:FsmnVadEngine"),
-    "fsmn-vad-onnx": EngineRow("workers.engines.fsmn_vad.onnx_engine:FsmnVadOnnxEngine"),
+    "fsmn-vad-onnx": EngineRow(
+        "workers.engines.fsmn_vad.onnx_engine:FsmnVadOnnxEngine", onnxruntime=True
+    ),
     "sensevoice": EngineRow("workers.engines.sensevoice.engine:SenseVoiceEngine"),
     "sensevoice-onnx": EngineRow(
-        "workers.engines.sensevoice.onnx_engine:SenseVoiceOnnxEngine", exported=True
+        "workers.engines.sensevoice.onnx_engine:SenseVoiceOnnxEngine",
+        exported=True,
+        onnxruntime=True,
     ),
     "campplus": EngineRow("workers.engines.campplus.engine:CamppEngine"),
 }

@@ -16,6 +16,7 @@ from shared.settings import PoolSettings
 from workers.engines import select_engine
 from workers.engines.kinds import ENGINES, KindRow
 from workers.engines.runtime.onnx_files import punc_up_to_date, up_to_date
+from workers.engines.runtime.onnx_session import missing_runtime
 from workers.ipc.os_error import describe
 from workers.models.resolve import ResolvedModel, resolve_model
 
@@ -38,8 +39,12 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
         )
         punc_model_dir = punc.model_dir
     engine = settings.engine or select_engine(model.kind, settings.runtime)
-    await ensure_engine_export(engine, model.model_dir, settings.onnx_precision)
     row = ENGINES.get(engine)
+    missing = missing_runtime(settings.devices) if row is not None and row.onnxruntime else None
+    if missing is not None:
+        # Before the export: a large model's takes minutes, and its workers would refuse.
+        raise WorkerLoadError(f"{engine}: {missing}")
+    await ensure_engine_export(engine, model.model_dir, settings.onnx_precision)
     if row is not None and row.punctuation_exported and punc_model_dir is not None:
         await ensure_punctuation_export(punc_model_dir)  # its punctuator runs ONNX too
     specs = [

@@ -320,3 +320,26 @@ def test_the_environments_one_model_is_read_as_a_one_entry_models_file() -> None
         environment_table({"ASR_SPEAKER_MODEL": "cam++"})
     with pytest.raises(ValueError, match=r"^ASR_MAX_BATCH must be"):
         environment_table({"ASR_MAX_BATCH": "0"})
+
+
+def test_a_table_with_a_gpu_runs_every_pool_on_onnx_runtime_unless_one_is_named() -> None:
+    """The seed's layout names no runtime: its GPU pools and its VAD on the CPU all take
+    ONNX Runtime (the VAD's vectorised engine, not funasr's one stream per call)."""
+    table = models_table(tomllib.loads(SEED_LAYOUT), {}, 2)
+    runtimes = {entry.name: entry.settings.runtime for entry in table.pool_entries}
+    assert runtimes == dict.fromkeys(["zh", "zh-offline", "vad", "en"], "onnx")
+    named = models_table(tomllib.loads(SEED_LAYOUT), {"ASR_RUNTIME": "torch"}, 2)
+    assert {entry.settings.runtime for entry in named.pool_entries} == {"torch"}
+    own = SEED_LAYOUT.replace(
+        '[models.vad]\nmodel = "fsmn-vad"', '[models.vad]\nmodel = "fsmn-vad"\nruntime = "torch"'
+    )
+    assert own != SEED_LAYOUT
+    by_entry = models_table(tomllib.loads(own), {}, 2)
+    vad = next(entry for entry in by_entry.pool_entries if entry.name == "vad")
+    assert vad.settings.runtime == "torch"
+
+
+def test_a_table_on_cpus_keeps_pytorch() -> None:
+    on_cpus = SEED_LAYOUT.replace('"cuda:0"', '"cpu"').replace('"cuda:1"', '"cpu"')
+    table = models_table(tomllib.loads(on_cpus), {}, 0)
+    assert {entry.settings.runtime for entry in table.pool_entries} == {"torch"}

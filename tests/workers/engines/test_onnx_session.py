@@ -8,6 +8,8 @@ load; here the list is made to say the same, and the real session is built as it
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -21,6 +23,7 @@ from workers.engines.runtime.onnx_session import (
     GpuUnavailable,
     check_providers,
     cuda_load_error,
+    missing_runtime,
     open_session,
 )
 
@@ -56,11 +59,13 @@ def test_a_cpu_session_runs_and_says_so() -> None:
 def test_the_cpu_build_refuses_a_gpu_naming_the_package_to_install() -> None:
     with pytest.raises(GpuUnavailable) as refused:
         open_session(_doubling_graph(), "cuda:0", threads=1)
-    message = str(refused.value)
-    assert message.startswith(f"cuda:0 requested, but onnxruntime {ort.__version__} (onnxruntime ")
-    assert f"has no {CUDA}" in message
-    assert "asr-gateway[gpu]" in message
-    assert "\n" not in message
+    assert str(refused.value) == (
+        f"cuda:0 requested, but onnxruntime {ort.__version__} has no {CUDA}: pip install"
+        " 'asr-gateway[gpu]' (onnxruntime-gpu) in place of [cpu]"
+    )
+    # What the pool asks before exporting: the same refusal, onnxruntime not imported.
+    assert missing_runtime(("cpu", "cuda:0")) == str(refused.value)
+    assert missing_runtime(("cpu",)) is None
     assert placement.provider_in_use() is None
 
 
@@ -87,3 +92,18 @@ def test_a_session_whose_first_provider_is_cuda_passes() -> None:
     check_providers("cuda:0", [CUDA, CPU], "1.0")
     with pytest.raises(GpuUnavailable, match=f"built the session on {CPU}, {CUDA}"):
         check_providers("cuda:0", [CPU, CUDA], "1.0")
+
+
+def test_without_onnxruntime_the_pool_is_told_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "onnxruntime" else real_find_spec(name, *args),
+    )
+    assert missing_runtime(("cpu",)) == (
+        "onnxruntime is not installed: pip install 'asr-gateway[cpu]' (or [gpu], where"
+        " workers run on GPUs)"
+    )

@@ -24,6 +24,8 @@ chunk's tokens, an utterance's frames):
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +51,10 @@ def open_session(model: Path | bytes, device: str, threads: int) -> Any:
     sees it). Raises :class:`GpuUnavailable` where a CUDA device was asked for and the
     session would not run on it. onnxruntime is imported here, not at this module's import.
     """
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise RuntimeError(NOT_INSTALLED) from None
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -64,10 +69,7 @@ def open_session(model: Path | bytes, device: str, threads: int) -> Any:
         record_provider(CPU)
         return session
     if CUDA not in ort.get_available_providers():
-        raise GpuUnavailable(
-            f"{device} requested, but onnxruntime {ort.__version__} ({_distribution()}) has no"
-            f" {CUDA}: pip install 'asr-gateway[gpu]' (onnxruntime-gpu) in place of [cpu]"
-        )
+        raise GpuUnavailable(no_cuda_provider(device))
     if hasattr(ort, "preload_dlls"):  # onnxruntime >= 1.21
         ort.preload_dlls()
     device_id = int(device.partition(":")[2] or 0)
@@ -76,6 +78,36 @@ def open_session(model: Path | bytes, device: str, threads: int) -> Any:
     check_providers(device, session.get_providers(), ort.__version__)
     record_provider(CUDA)
     return session
+
+
+NOT_INSTALLED = (
+    "onnxruntime is not installed: pip install 'asr-gateway[cpu]' (or [gpu], where workers"
+    " run on GPUs)"
+)
+
+
+def missing_runtime(devices: tuple[str, ...]) -> str | None:
+    """Why ONNX Runtime cannot serve on ``devices`` as installed (not at all, or not on
+    their GPU), asked without importing it; ``None`` where it can. The pool asks before an
+    export that would be made in vain."""
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        return NOT_INSTALLED
+    gpus = [device for device in devices if device.startswith("cuda")]
+    if gpus and not any(
+        (Path(location) / "capi" / CUDA_PROVIDER_LIBRARY).is_file()
+        for location in spec.submodule_search_locations
+    ):
+        return no_cuda_provider(gpus[0])
+    return None
+
+
+def no_cuda_provider(device: str) -> str:
+    """The one line that refuses ``device`` to an onnxruntime without a CUDA provider."""
+    return (
+        f"{device} requested, but {_distribution()} has no {CUDA}: pip install"
+        " 'asr-gateway[gpu]' (onnxruntime-gpu) in place of [cpu]"
+    )
 
 
 def check_providers(device: str, in_use: list[str], version: str) -> None:
@@ -106,11 +138,9 @@ def cuda_load_error() -> str:
 
 def _distribution() -> str:
     """Which package put ``onnxruntime`` here: PyPI's CPU build or the GPU one."""
-    from importlib.metadata import PackageNotFoundError, version
-
     for name in ("onnxruntime-gpu", "onnxruntime"):
         try:
-            return f"{name} {version(name)}"
-        except PackageNotFoundError:
+            return f"{name} {importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
             continue
-    return "unknown distribution"
+    return "onnxruntime (of no installed distribution)"
