@@ -31,21 +31,42 @@ def test_each_build_has_an_extra_and_nothing_else_names_either() -> None:
     assert {name for name, builds in others.items() if builds} == {"cpu", "gpu"}
 
 
-def test_no_installed_dependency_pulls_in_a_build_of_its_own() -> None:
-    """What `pip install -e '.[gpu,dev]'` installs beside onnxruntime-gpu must not bring the
-    CPU build back: no installed distribution but ONNX Runtime's and ours requires one."""
-    pulling = set()
-    for distribution in distributions():
-        name = distribution.metadata["Name"].lower()
-        if name in BUILDS or name == "asr-gateway":
+def _requirements_closure(names: set[str]) -> dict[str, set[str]]:
+    """Every installed distribution that ``names`` need, by name, with what each needs
+    (their requirements without extras, as installed here)."""
+    installed = {d.metadata["Name"].lower(): d for d in distributions()}
+    needs: dict[str, set[str]] = {}
+    waiting = list(names)
+    while waiting:
+        name = waiting.pop()
+        if name in needs or name not in installed:
             continue
-        for requirement in distribution.requires or []:
+        needs[name] = set()
+        for requirement in installed[name].requires or []:
             parsed = Requirement(requirement)
-            if parsed.name.lower() in BUILDS and (
-                parsed.marker is None or parsed.marker.evaluate({"extra": ""})
-            ):
-                pulling.add(f"{name} requires {requirement}")
+            if parsed.marker is None or parsed.marker.evaluate({"extra": ""}):
+                needs[name].add(parsed.name.lower())
+                waiting.append(parsed.name.lower())
+    return needs
+
+
+def test_what_a_gpu_install_brings_never_pulls_in_the_cpu_build() -> None:
+    """`pip install -e '.[gpu]'`: the base dependencies, and theirs, as installed here, must
+    not require `onnxruntime`, or pip would install the CPU build over the GPU one."""
+    closure = _requirements_closure(_names(PROJECT["dependencies"]))
+    assert "funasr" in closure  # the closure was found: the project is installed here
+    pulling = {name for name, needs in closure.items() if needs & BUILDS}
     assert not pulling
+
+
+def test_the_test_dependencies_are_for_cpu_machines() -> None:
+    """[dev] is installed with [cpu]: Pipecat requires onnxruntime (its Silero VAD), so
+    [gpu,dev] would end with the CPU build. docs/workers.md says so; this notices if
+    another test dependency starts to, or Pipecat stops."""
+    dev = _names(PROJECT["optional-dependencies"]["dev"])
+    closure = _requirements_closure(dev)
+    pulling = {name for name, needs in closure.items() if needs & BUILDS}
+    assert pulling == {"pipecat-ai"}
 
 
 def _installs(text: str) -> list[str]:
