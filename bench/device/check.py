@@ -14,14 +14,21 @@ key, ``records.KEYS``):
 
 - 0 ``env``, 1 ``wheels``, 2 ``cuda-tests``: ``bench.device.machine``;
 - 3 ``model`` (3a), ``fidelity`` fp32 (3b) and int8 (3c): ``bench.device.fidelity``;
-- 4 ``gateway``'s placement and 5 its sweep: ``bench.device.gateway``;
+- 4 the placement and 5 the sweep of ``gateway --run gateway`` (two workers) and
+  ``--run gateway-1`` (one): ``bench.device.gateway``;
 - 5 ``ceiling``: ``bench.device.ceiling``;
-- 6 ``table``: ``bench.device.records``.
+- 6 ``table``: ``bench.device.table``, with the target's line and the workers compared
+  (``bench.device.target``).
+
+Each step's deadline is ``--deadline``, else ``$DEVICE_CHECK_DEADLINE`` (epoch seconds; the
+shell sets it to the end of the step's limit), so that a step stops its own loops in time
+and writes what it measured rather than being killed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,7 +39,8 @@ from bench.device.ceiling import ceiling_step
 from bench.device.fidelity import fidelity_step, model_step
 from bench.device.gateway import add_arguments, gateway_step
 from bench.device.machine import cuda_tests_step, env_step, wheels_step
-from bench.device.records import KEYS, StepRecord, read_records, write_record, write_table
+from bench.device.records import KEYS, StepRecord, read_records, write_record
+from bench.device.table import with_derived, write_table
 
 
 def _stop_on_sigterm() -> None:
@@ -72,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--device", default="cuda:0")
     common.add_argument("--model", type=Path)
     common.add_argument("--threads", type=int, default=1)
-    common.add_argument("--deadline", type=float, default=float("inf"), help="epoch seconds")
+    deadline = float(os.environ.get("DEVICE_CHECK_DEADLINE", "inf"))
+    common.add_argument("--deadline", type=float, default=deadline, help="epoch seconds")
+    common.add_argument(
+        "--dry-run", action="store_true", help="the CPU stands in for the GPU, and rows say so"
+    )
 
     engines = ["paraformer-onnx", "paraformer"]
     env = steps.add_parser("env", parents=[common])
@@ -81,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     wheels.add_argument("--dir", type=Path, default=device_wheels.DEFAULT_DIR)
     wheels.add_argument("--target", type=Path, default=Path("/tmp/site"))
     wheels.add_argument("--check", action="store_true", help="pip's dry run, no install")
+    wheels.add_argument(
+        "--also-import", action="append", default=[], help="a module to import besides ours"
+    )
     cuda = steps.add_parser("cuda-tests", parents=[common])
     cuda.add_argument("--timeout", type=float, default=300.0)
     model = steps.add_parser("model", parents=[common])
@@ -108,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     if args.step == "table":
         print(write_table(args.work, args.out))
-        return 0
+        failed = [r.key for r in with_derived(read_records(args.work)) if r.status == "failed"]
+        if failed:
+            print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1 if failed else 0
     if args.step == "fail":
         args.step = args.step_name
         write_record(args.work, fail_step(args))

@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# The GPU machine's checks, in one call of the device tool, under 8 minutes.
+# The GPU machine's checks, in one call of the device tool, in under 7 minutes (the lend is
+# 15 in all, the machine's start included).
 #
 #   bash bench/device/check.sh --wheels               # here, before the call: .wheels/
 #   bash bench/device/check.sh --out "$OUT"           # there (carry .wheels)
+#   bash bench/device/check.sh --out "$OUT" --steps gateway   # there again, one step
 #   bash bench/device/check.sh --dry-run [--out DIR]  # here: the CPU, tiny models, few streams
 #
-# Steps, in the order they run, numbered as the table and bench/device/check.py number them:
-#   wheels      1  install the carried wheels (there); pip's 3.12 dry run (--dry-run)
+# Steps, in the order they run, numbered as the table and bench/device/check.py number them;
+# each one's limit is bench/device/plan.py's (python -m bench.device.plan show device):
+#   wheels      1  install the carried wheels (there; pip's 3.12 dry run here), then import
+#                  every module the steps use, each failure named
 #   env         0  versions, the GPU, onnxruntime's providers; picks the engine: ONNX where
-#                  onnxruntime has CUDAExecutionProvider, else PyTorch's (the fallback)
-#   cuda-tests  2  pytest tests/live/workers/test_cuda.py
+#                  onnxruntime's CUDA provider runs a graph, else PyTorch's (a failed row)
+#   cuda-tests  2  pytest tests/live/workers/test_cuda.py (a GPU test that skips fails)
 #   model       3  the synthetic streaming Paraformer, built there (large: 0.9 GB), ONNX fp32
 #   fidelity    3  the engine's text on the GPU against the CPU's, chunk for chunk
-#   gateway     4  python -m gateway, 2 workers on cuda:0: /readyz, GPU memory, RSS; then
-#               5  bench.load.ws_load, real-time streams at each level (p50/p95/p99 per chunk)
+#   gateway     4  python -m gateway, 2 workers on cuda:0: /readyz's providers, GPU memory;
+#               5  then bench.load.ws_load, real-time streams at rising levels to p99 463 ms
+#   gateway-1   4  the same with 1 worker, for the comparison;
+#               5  its sweep
 #   ceiling     5  bench.models.raw_ceiling on the GPU
-#   int8        3  the int8 export, and its text on the GPU against the CPU's
-#   table       6  one Markdown table and one JSON into --out (always, whatever failed)
-# Each step runs under `timeout` within its own limit and what is left of --budget; a step
-# that fails or runs out of time leaves a row saying so, and the next steps still run.
+#   int8        3  the int8 export's text on the GPU (only when --steps names it)
+#   table       6  one Markdown table and one JSON into --out (always, whatever failed), with
+#                  "N streams per GPU at p99 ≤ 463 ms" and 1 worker against 2
+# Each step runs under `timeout` within its own limit and what is left of --budget, and is
+# told its deadline (DEVICE_CHECK_DEADLINE); a step that fails or runs out of time leaves a
+# row saying so, and the next steps still run. The exit code is 1 where a row failed.
 #
-# Options: --steps a,b,c (rerun some; env and table always run, and wheels and model where the
-# machine has none yet), --engine auto|paraformer-onnx|paraformer, --budget SECONDS,
-# --python PATH, --keep (dry run: keep its work directory).
+# Options: --steps a,b,c (rerun some on a warm machine; env and table always run, and
+# wheels and model where the machine has none yet), --engine auto|paraformer-onnx|paraformer,
+# --budget SECONDS, --python PATH, --keep (dry run: keep its work directory).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 
-MODE=device OUT_DIR=${OUT:-} STEPS=all ENGINE_CHOICE=auto BUDGET= PY= KEEP=0
+MODE=device OUT_DIR=${OUT:-} STEPS=default ENGINE_CHOICE=auto BUDGET= PY= KEEP=0
 while (($#)); do
     case $1 in
     --dry-run) MODE=dry ;;
@@ -37,7 +45,7 @@ while (($#)); do
     --budget) BUDGET=$2 && shift ;;
     --python) PY=$2 && shift ;;
     --keep) KEEP=1 ;;
-    -h | --help) sed -n '2,25p' "$0" && exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0" && exit 0 ;;
     *) echo "unknown option $1" >&2 && exit 2 ;;
     esac
     shift
@@ -53,62 +61,73 @@ if [[ $MODE == wheels ]]; then
     exec $PY -m bench.device.wheels download
 fi
 
+eval "$($PY -m bench.device.plan shell "$MODE")" || exit 2 # LIMIT, BUDGET_DEFAULT, RESERVE
+BUDGET=${BUDGET:-$BUDGET_DEFAULT}
 if [[ $MODE == dry ]]; then
-    NICE="nice -n 19" DEVICE=cpu SIZE=tiny THREADS=1 FIDELITY_STREAMS=3
+    NICE="nice -n 19" DEVICE=cpu SIZE=tiny THREADS=1 FIDELITY_STREAMS=3 DRY=--dry-run
     WORK=$(mktemp -d /tmp/device-check-dry.XXXXXX) MODELS=$WORK/models
-    CEILING_SECONDS=1.5 AUDIO_SECONDS=2 WARMUP=2 BUDGET=${BUDGET:-175}
-    ONNX_POINTS=1x2,2x2 ONNX_LEVELS=2,4 TORCH_POINTS=1x1,2x1 TORCH_LEVELS=2,4
+    CEILING_SECONDS=1.5 AUDIO_SECONDS=2 WARMUP=2
+    ONNX_POINTS=2x2 ONNX_LEVELS=2,4,8 TORCH_POINTS=2x1 TORCH_LEVELS=2,4
     OUT_DIR=${OUT_DIR:-bench/results/device-check-dry}
 else
-    NICE="" DEVICE=cuda:0 SIZE=large THREADS=8 FIDELITY_STREAMS=16
+    NICE="" DEVICE=cuda:0 SIZE=large THREADS=8 FIDELITY_STREAMS=8 DRY=
     WORK=/tmp/device-check MODELS=/tmp/asr-models
-    CEILING_SECONDS=10 AUDIO_SECONDS=10 WARMUP=64 BUDGET=${BUDGET:-450}
+    CEILING_SECONDS=5 AUDIO_SECONDS=5 WARMUP=64
+    # Doubling levels, the first miss ending the sweep and one level halfway narrowing it.
     # The PyTorch engine decodes a worker's streams one after another: lower levels.
-    ONNX_POINTS=1x16,1x32,1x64,2x64 ONNX_LEVELS=50,100,200,300,400
-    TORCH_POINTS=1x4,1x16,2x16 TORCH_LEVELS=20,50,100,200
+    ONNX_POINTS=2x64 ONNX_LEVELS=100,200,400,800
+    TORCH_POINTS=2x16 TORCH_LEVELS=20,40,80,160
     if [[ -z $OUT_DIR ]]; then echo "--out DIR (or \$OUT) is needed" >&2 && exit 2; fi
 fi
 mkdir -p "$OUT_DIR" "$WORK"
 START=$(date +%s)
 END=$((START + BUDGET))
-RESERVE=20 # for the table, whatever happened before
 CHECK="$PY -m bench.device.check"
 
-wanted() { [[ $STEPS == all || ,$STEPS, == *,$1,* ]]; }
+# wanted NAME: whether --steps asks for NAME (by default, every step but int8).
+wanted() {
+    if [[ $STEPS == default ]]; then [[ $1 != int8 ]]; else [[ ,$STEPS, == *,$1,* ]]; fi
+}
 
 # run_always ARGS...: run_step whatever --steps asked (what the later steps need).
 run_always() {
     local asked=$STEPS
-    STEPS=all
+    STEPS=$1
     run_step "$@"
     STEPS=$asked
 }
 
-# run_step NAME KEY LIMIT COMMAND...: COMMAND under `timeout`, within LIMIT and the budget
-# left; KEY is the record a stopped or crashed step is marked failed in.
+# run_step NAME KEY... -- COMMAND...: COMMAND under `timeout`, within NAME's limit and the
+# budget left, told its deadline; each KEY is a record a stopped or crashed step is marked
+# failed in (or skipped, where no time is left for it).
 run_step() {
-    local name=$1 key=$2 limit=$3 left rc began
-    shift 3
+    local name=$1 keys=() key limit left rc began
+    shift
+    while [[ $1 != -- ]]; do keys+=("$1") && shift; done
+    shift
     wanted "$name" || return 0
+    limit=${LIMIT[$name]}
     left=$((END - RESERVE - $(date +%s)))
     ((limit > left)) && limit=$left
-    if ((limit < 15)); then
+    if ((limit < 10)); then
         echo "== $name: skipped, ${left}s of the budget left"
-        $CHECK fail --work "$WORK" --for "$key" --status skipped --note "out of time" >/dev/null
-        [[ $name == gateway ]] && $CHECK fail --work "$WORK" --for placement --status skipped \
-            --note "out of time" >/dev/null
+        for key in "${keys[@]}"; do
+            $CHECK fail --work "$WORK" --for "$key" --status skipped --note "out of time" >/dev/null
+        done
         return 0
     fi
     echo "== $name (at most ${limit}s; $((END - $(date +%s)))s of the budget left)"
     began=$(date +%s)
-    timeout -k 10 "$limit" $NICE "$@"
+    DEVICE_CHECK_DEADLINE=$((began + limit - 5)) timeout -k 10 "$limit" $NICE "$@"
     rc=$?
     echo "== $name: exit code $rc after $(($(date +%s) - began))s"
-    if ((rc == 124 || rc == 137)); then
-        $CHECK fail --work "$WORK" --for "$key" --note "stopped at its ${limit}s limit" >/dev/null
-    elif ((rc != 0)); then
-        $CHECK fail --work "$WORK" --for "$key" --note "exit code $rc (see the log)" >/dev/null
-    fi
+    for key in "${keys[@]}"; do
+        if ((rc == 124 || rc == 137)); then
+            $CHECK fail --work "$WORK" --for "$key" --note "stopped at its ${limit}s limit" >/dev/null
+        elif ((rc != 0)); then
+            $CHECK fail --work "$WORK" --for "$key" --note "exit code $rc (see the log)" >/dev/null
+        fi
+    done
     # The table so far: a call stopped at its limit still brings back what was measured.
     $CHECK table --work "$WORK" --out "$OUT_DIR" >/dev/null 2>&1
     return 0
@@ -132,32 +151,33 @@ main() {
     if [[ $MODE == dry ]]; then
         # The wheels step as it will run there, less the install: pip's dry run for 3.12.
         [[ -n $($PY -m bench.device.wheels list 2>&1 >/dev/null) ]] && $PY -m bench.device.wheels download
-        run_step wheels wheels 120 $CHECK wheels --work "$WORK" --check
+        run_step wheels wheels -- $CHECK wheels --work "$WORK" --check $DRY
     elif wanted wheels || [[ ! -d /tmp/site ]]; then # a fresh machine: nothing installed
-        run_always wheels wheels 90 $CHECK wheels --work "$WORK" --target /tmp/site
+        run_always wheels wheels -- $CHECK wheels --work "$WORK" --target /tmp/site
     fi
     [[ -d /tmp/site && $MODE == device ]] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 
-    run_always env env 60 $CHECK env --work "$WORK" --device "$DEVICE" --engine "$ENGINE_CHOICE"
+    run_always env env -- $CHECK env --work "$WORK" --device "$DEVICE" --engine "$ENGINE_CHOICE" $DRY
     choose_engine
 
-    run_step cuda-tests cuda-tests 120 $CHECK cuda-tests --work "$WORK" --timeout 110
+    run_step cuda-tests cuda-tests -- $CHECK cuda-tests --work "$WORK" $DRY
     local model=run_step
     [[ -f $WORK/model_dir ]] || model=run_always # the later steps need it
-    $model model model 200 $CHECK model --work "$WORK" --size "$SIZE" --models "$MODELS" \
-        --threads "$THREADS" "$EXPORT"
+    $model model model -- $CHECK model --work "$WORK" --size "$SIZE" --models "$MODELS" \
+        --threads "$THREADS" "$EXPORT" $DRY
     choose_engine # the model step falls back to PyTorch's where the ONNX export failed
     MODEL_DIR=$(cat "$WORK/model_dir" 2>/dev/null || echo "$MODELS/synthetic-streaming-$SIZE-seed0")
-    local common=(--work "$WORK" --device "$DEVICE" --engine "$ENGINE" --model "$MODEL_DIR")
-    run_step fidelity fidelity-fp32 120 $CHECK fidelity "${common[@]}" --precision fp32 \
+    local common=(--work "$WORK" --device "$DEVICE" --engine "$ENGINE" --model "$MODEL_DIR" $DRY)
+    run_step fidelity fidelity-fp32 -- $CHECK fidelity "${common[@]}" --precision fp32 \
         --streams "$FIDELITY_STREAMS" --threads "$THREADS"
-    run_step gateway sweep 200 $CHECK gateway "${common[@]}" --models "$MODELS" \
-        --levels "$LEVELS" --seconds "$AUDIO_SECONDS" --warmup "$WARMUP" \
-        --deadline $((END - RESERVE - 5))
-    run_step ceiling ceiling 130 $CHECK ceiling "${common[@]}" --points "$POINTS" \
-        --seconds "$CEILING_SECONDS" --deadline $((END - RESERVE - 5))
+    local sweep=(--models "$MODELS" --levels "$LEVELS" --seconds "$AUDIO_SECONDS" --warmup "$WARMUP")
+    run_step gateway placement sweep -- $CHECK gateway "${common[@]}" --run gateway "${sweep[@]}"
+    run_step gateway-1 placement-1 sweep-1 -- $CHECK gateway "${common[@]}" --run gateway-1 \
+        "${sweep[@]}"
+    run_step ceiling ceiling -- $CHECK ceiling "${common[@]}" --points "$POINTS" \
+        --seconds "$CEILING_SECONDS"
     if [[ $ENGINE == paraformer-onnx ]]; then
-        run_step int8 fidelity-int8 150 $CHECK fidelity "${common[@]}" --precision int8 \
+        run_step int8 fidelity-int8 -- $CHECK fidelity "${common[@]}" --precision int8 \
             --streams "$FIDELITY_STREAMS" --threads "$THREADS"
     elif wanted int8; then
         $CHECK fail --work "$WORK" --for fidelity-int8 --status skipped \
@@ -166,8 +186,10 @@ main() {
 
     echo "== table ($(($(date +%s) - START))s since the start)"
     timeout 60 $CHECK table --work "$WORK" --out "$OUT_DIR"
-    [[ -f $WORK/gateway.log ]] && cp "$WORK/gateway.log" "$OUT_DIR/gateway.log"
+    local rc=$?
+    for log in "$WORK"/gateway*.log; do [[ -f $log ]] && cp "$log" "$OUT_DIR/"; done
     echo "done in $(($(date +%s) - START))s: $OUT_DIR/device_check.md, device_check.json"
+    return $rc
 }
 
 main 2>&1 | tee "$OUT_DIR/device_check.log"

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.device.placement import STAND_IN
 from bench.device.records import KEYS, PYTHON, Row, Status, StepRecord
 
 
@@ -26,7 +27,7 @@ def model_step(args: argparse.Namespace) -> StepRecord:
     result = f"built in {built:.0f} s"
     exported = None
     status: Status = "ok"
-    note = ""
+    note = fallback = ""
     if args.export:
         from workers.models.export.paraformer import export
 
@@ -40,8 +41,8 @@ def model_step(args: argparse.Namespace) -> StepRecord:
             # The GPU is still worth measuring: the later steps take the PyTorch engine.
             (args.work / "engine").write_text("paraformer")
             status = "failed"
-            note = f"ONNX export: {type(exc).__name__}: {exc}"[:400]
-            note += "; the later steps run the PyTorch engine"
+            fallback = f"the ONNX export failed: {type(exc).__name__}: {exc}"[:400]
+            note = f"{fallback}; the later steps run the PyTorch engine"
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**30
     data = {
         "model_dir": str(path),
@@ -49,6 +50,7 @@ def model_step(args: argparse.Namespace) -> StepRecord:
         "build_s": round(built, 1),
         "export_s": None if exported is None else round(exported, 1),
         "gib_on_disk": round(size, 2),
+        "fallback": fallback,
     }
     return StepRecord(
         KEYS["model"],
@@ -175,6 +177,8 @@ def fidelity_step(args: argparse.Namespace) -> StepRecord:
         f" {timings['cpu_s'] / total * 1e3:.1f} on the CPU (threads: {args.threads});"
         f" ran on {data['provider']}"
     )
+    if args.dry_run:
+        result += f"; {STAND_IN}"
     label = f"fidelity {args.engine} {args.precision}, {args.device} vs CPU"
     return StepRecord(
         key, "ok", time.monotonic() - started, [Row(label, command, result, args.streams)], data

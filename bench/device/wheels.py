@@ -1,16 +1,10 @@
 """The wheels the GPU machine lacks: downloaded here, carried, installed there.
 
-The GPU machine has Python 3.12 with CUDA torch, onnxruntime, numpy, anyio, httpx, h11,
-pyyaml, prometheus-client, uvloop, pytest and more, but no funasr, starlette, uvicorn or
-websockets, and no network. ``NAMES`` is the least that our code paths there import beyond
-what it has (found by running them with only that machine's packages beside these): the
-synthetic model build and export and the PyTorch engine (funasr's AutoModel imports
-omegaconf, kaldiio, librosa, soundfile and rapidfuzz at import time), the ONNX engine's
-frontend (kaldi-native-fbank, funasr's postprocess file), the gateway (starlette, uvicorn,
-websockets, python-multipart, soxr) and the tests' conftest (starlette's test client).
-funasr's other requirements (modelscope, jieba, hydra, ...) it skips when missing.
-
-Each is fetched at the version installed here, where ``--dry-run`` tests the checks.
+Which ones, ``bench.device.requirements`` works out: the closure of pyproject's
+dependencies and the test runner, for CPython 3.12 on x86-64 Linux, less what the machine
+has and what no step imports, each at the version installed here (where ``--dry-run``
+tests the checks). A distribution published as a source archive only is built here into a
+pure-Python wheel (``SDIST_ONLY``).
 
     python -m bench.device.wheels download [--dir .wheels]   # here, before the device call
     python -m bench.device.wheels check                       # here: pip's dry run for 3.12
@@ -21,62 +15,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 from bench.common import ROOT
+from bench.device.requirements import Closure, closure, in_wheels, installed, normalize, roots
 
 DEFAULT_DIR = ROOT / ".wheels"
 LIMIT_BYTES = 64 * 1024 * 1024  # what the device call carries: the tree and the wheels
 MARGIN_BYTES = 4 * 1024 * 1024  # for files written between this check and the call
 
-# Built for CPython 3.12 on manylinux x86_64 (or pure Python).
-NAMES: tuple[str, ...] = (
-    "funasr",
-    "omegaconf",
-    "kaldiio",
-    "librosa",
-    "soundfile",
-    "cffi",  # soundfile's
-    "rapidfuzz",  # funasr.metrics, imported by the Paraformer models
-    "kaldi-native-fbank",
-    "starlette",
-    "uvicorn",
-    "websockets",
-    "python-multipart",
-    "soxr",
-)
-# Published as a source archive only: built here into a pure-Python wheel.
-SDIST_NAMES: tuple[str, ...] = ("antlr4-python3-runtime",)  # omegaconf's
-# What must import there once they are installed (module names).
-IMPORTS: tuple[str, ...] = (
-    "funasr",
-    "omegaconf",
-    "antlr4",
-    "kaldiio",
-    "librosa",
-    "soundfile",
-    "rapidfuzz",
-    "kaldi_native_fbank",
-    "starlette",
-    "uvicorn",
-    "websockets",
-    "python_multipart",
-    "soxr",
-)
+# No wheel on PyPI: built here (pure Python, so the wheel is any Python's).
+SDIST_ONLY: frozenset[str] = frozenset({"antlr4-python3-runtime"})  # omegaconf's
 PLATFORMS = (  # pip matches each exactly: the ones these wheels are tagged with
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
     "manylinux_2_17_x86_64",
     "manylinux2014_x86_64",
     "manylinux1_x86_64",
+    "manylinux_2_5_x86_64",
 )
 TARGET_FLAGS = (
     "--only-binary=:all:",
@@ -96,21 +58,24 @@ class Wheel:
     size: int
 
 
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pins() -> dict[str, str]:
-    """Normalized name -> the version installed here."""
-    return {normalize(name): version(name) for name in (*NAMES, *SDIST_NAMES)}
-
-
 def wheels(directory: Path) -> list[Wheel]:
     found = []
     for path in sorted(directory.glob("*.whl")):
         name, release = path.name.split("-")[:2]
         found.append(Wheel(path, normalize(name), release, path.stat().st_size))
     return found
+
+
+def pins() -> Closure:
+    """What to carry (name -> the version installed here), from the requirements; its
+    ``unresolved`` are requirements not installed here (``pip install -e '.[dev]'``)."""
+    return closure(roots(), installed)
+
+
+def carried_closure(directory: Path) -> Closure:
+    """The same closure over the wheels in ``directory``, as their own metadata says: its
+    ``unresolved`` are requirements no wheel there meets and the machine does not have."""
+    return closure(roots(), in_wheels(w.path for w in wheels(directory)))
 
 
 def tree_bytes(root: Path = ROOT) -> int:
@@ -130,41 +95,34 @@ def tree_bytes(root: Path = ROOT) -> int:
     return total
 
 
-def missing(directory: Path, versions: dict[str, str] | None = None) -> list[str]:
-    """What has no wheel in ``directory``: of ``versions`` (name -> version), or there,
-    where none is installed to compare with, of each name."""
-    have = wheels(directory)
-    if versions is None:
-        names = {w.name for w in have}
-        return [n for n in map(normalize, (*NAMES, *SDIST_NAMES)) if n not in names]
-    found = {(w.name, w.version) for w in have}
-    return [f"{n}=={v}" for n, v in versions.items() if (n, v) not in found]
+def missing(directory: Path, versions: dict[str, str]) -> list[str]:
+    """The pins (name -> version) that have no wheel in ``directory``."""
+    found = {(w.name, w.version) for w in wheels(directory)}
+    return [f"{n}=={v}" for n, v in sorted(versions.items()) if (n, v) not in found]
 
 
 def download(directory: Path) -> None:
     """Fetch what is missing, at the versions installed here; drop other wheels (two
     versions of one package stop the whole install there)."""
-    directory.mkdir(parents=True, exist_ok=True)
     wanted = pins()
+    if wanted.unresolved:
+        raise SystemExit(f"not installed here: {', '.join(wanted.unresolved)}")
+    directory.mkdir(parents=True, exist_ok=True)
     for wheel in wheels(directory):
-        if wanted.get(wheel.name) != wheel.version:
+        if wanted.carried.get(wheel.name) != wheel.version:
             wheel.path.unlink()
-    todo = set(missing(directory, wanted))
-    binary = [f"{n}=={wanted[normalize(n)]}" for n in NAMES]
-    source = [f"{n}=={wanted[normalize(n)]}" for n in SDIST_NAMES]
+    todo = [pin.partition("==") for pin in missing(directory, wanted.carried)]
+    binary = [f"{name}=={release}" for name, _, release in todo if name not in SDIST_ONLY]
+    source = [f"{name}=={release}" for name, _, release in todo if name in SDIST_ONLY]
     pip = [sys.executable, "-m", "pip"]
-    if fetch := [p for p in binary if _key(p) in todo]:
+    if binary:
         subprocess.run(
-            [*pip, "download", "-q", "--no-deps", *TARGET_FLAGS, "-d", str(directory), *fetch],
+            [*pip, "download", "-q", "--no-deps", *TARGET_FLAGS, "-d", str(directory), *binary],
             check=True,
         )
-    if build := [p for p in source if _key(p) in todo]:
-        subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(directory), *build], check=True)
-
-
-def _key(pin: str) -> str:
-    name, _, pinned = pin.partition("==")
-    return f"{normalize(name)}=={pinned}"
+    if source:
+        build = [*pip, "wheel", "-q", "--no-deps", "-w", str(directory), *source]
+        subprocess.run(build, check=True)
 
 
 def check(directory: Path) -> None:
@@ -196,36 +154,40 @@ def install(directory: Path, target: Path) -> float:
     return time.monotonic() - started
 
 
-def report(directory: Path, with_tree: bool = True) -> int:
-    """Print the list and the sizes; non-zero when a pin is missing or, with the tree
-    (here: there is no git checkout there), when tree and wheels are too big to carry."""
+def problems(directory: Path, here: bool) -> list[str]:
+    """What is wrong with the wheels in ``directory``: a requirement no wheel meets; here,
+    also a pin without its wheel, a wheel of another version than the one installed here,
+    and tree and wheels too big to carry (there is no git checkout there)."""
+    found = wheels(directory)
+    wrong = [f"no wheel meets {u}" for u in carried_closure(directory).unresolved]
+    if not here:
+        return wrong
+    versions = pins().carried
+    wrong += [f"missing: {pin}" for pin in missing(directory, versions)]
+    wrong += [
+        f"not the version installed here (download drops it): {w.path.name}"
+        for w in found
+        if versions.get(w.name) != w.version
+    ]
+    total = sum(w.size for w in found) + tree_bytes()
+    if total > LIMIT_BYTES - MARGIN_BYTES:
+        wrong.append(f"too big to carry: {total / 2**20:.1f} MiB with the tree, of 64 MiB")
+    return wrong
+
+
+def report(directory: Path, here: bool = True) -> int:
+    """Print the list, the sizes and what is wrong; non-zero when something is."""
     found = wheels(directory)
     for wheel in found:
         print(f"{wheel.path.name}  {wheel.size / 2**20:.2f} MiB")
-    wheel_bytes = sum(w.size for w in found)
-    line = f"{len(found)} wheels, {wheel_bytes / 2**20:.2f} MiB"
-    total = wheel_bytes
-    if with_tree:
-        tree = tree_bytes()
-        total += tree
-        line += (
-            f"; the tree {tree / 2**20:.2f} MiB; together {total / 2**20:.2f}"
-            f" of {LIMIT_BYTES / 2**20:.0f} MiB"
-        )
+    line = f"{len(found)} wheels, {sum(w.size for w in found) / 2**20:.2f} MiB"
+    if here:
+        line += f"; the tree {tree_bytes() / 2**20:.2f} MiB, of 64 MiB with the wheels"
     print(line)
-    versions = pins() if with_tree else None
-    absent = missing(directory, versions)
-    if absent:
-        print(f"missing: {', '.join(absent)}", file=sys.stderr)
-        return 1
-    stray = [w.path.name for w in found if versions and versions.get(w.name) != w.version]
-    if stray:
-        print(f"not installed here (download drops them): {', '.join(stray)}", file=sys.stderr)
-        return 1
-    if total > LIMIT_BYTES - MARGIN_BYTES:
-        print("too big to carry: the device call takes 64 MiB in all", file=sys.stderr)
-        return 1
-    return 0
+    wrong = problems(directory, here)
+    for problem in wrong:
+        print(problem, file=sys.stderr)
+    return 1 if wrong else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         check(args.dir)
     elif args.action == "install":
         print(f"installed in {install(args.dir, args.target):.1f} s into {args.target}")
-    return report(args.dir, with_tree=args.action != "install")
+    return report(args.dir, here=args.action != "install")
 
 
 if __name__ == "__main__":
