@@ -4,6 +4,7 @@ The WebSocket endpoint at ``/`` speaks FunASR's protocol (``gateway.session.entr
 then ``gateway.session.session``); an HTTP ``GET /`` gets the browser page (``gateway/static``);
 ``POST /v1/transcribe`` decodes a whole file (``gateway.files.endpoint``); OpenAI's
 ``/v1/audio/transcriptions``, ``/v1/models`` and ``/v1/realtime`` are ``gateway.openai_api``;
+Deepgram's live ``/v1/listen`` is ``gateway.deepgram``;
 ``/healthz``, ``/readyz`` and ``/metrics`` are for the operator (``gateway.ops.status``). The
 lifespan starts the worker pools (streaming; offline, VAD when configured) and stops them.
 ``drain`` lets the live sessions finish first: ``python -m gateway``'s server calls it on
@@ -37,6 +38,7 @@ from starlette.websockets import WebSocket
 from uvicorn.logging import DefaultFormatter
 
 from gateway.audio.pcm import BYTES_PER_SECOND
+from gateway.deepgram.dialect import serve_listen
 from gateway.files.endpoint import transcribe
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
@@ -112,6 +114,8 @@ class Gateway:
                 Route("/v1/audio/transcriptions", self._openai_transcribe, methods=["POST"]),
                 Route("/v1/models", self._openai_models),
                 WebSocketRoute("/v1/realtime", self._openai_realtime),
+                # Deepgram's live API (gateway.deepgram): its SDK and plugins with base_url.
+                WebSocketRoute("/v1/listen", self._deepgram_listen),
             ]
         )
 
@@ -339,6 +343,9 @@ class Gateway:
 
     async def _openai_realtime(self, websocket: WebSocket) -> None:
         await serve_realtime(self._serving, websocket, self.metrics)
+
+    async def _deepgram_listen(self, websocket: WebSocket) -> None:
+        await serve_listen(self._serving, websocket, self.metrics)
 
 
 def _first_error(exc: BaseException) -> str:

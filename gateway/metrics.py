@@ -198,6 +198,18 @@ class GatewayMetrics:
             ["code"],
             registry=registry,
         )
+        # And Deepgram's live API's (/v1/listen), the same way.
+        self.listen_sessions = Counter(
+            "asr_listen_sessions",
+            "Sessions of Deepgram's live endpoint (/v1/listen), admitted or not",
+            registry=registry,
+        )
+        self.listen_errors = Counter(
+            "asr_listen_errors",
+            "Errors on /v1/listen: refused handshakes and messages, and closes, by code",
+            ["code"],
+            registry=registry,
+        )
         self.utterances = Counter(
             "asr_utterances", "Utterances started, by mode", ["mode"], registry=registry
         )

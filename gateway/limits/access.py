@@ -76,7 +76,8 @@ def presented_key(headers: Mapping[str, str], query_string: bytes) -> str | None
     authorization = headers.get("authorization")
     if authorization is not None:
         scheme, _, credentials = authorization.partition(" ")
-        if scheme.lower() == "bearer" and credentials.strip():
+        # Bearer: ours and OpenAI's; Token: Deepgram's (its SDKs and clients send it).
+        if scheme.lower() in ("bearer", "token") and credentials.strip():
             return credentials.strip()
     tokens = parse_qs(query_string.decode("latin-1")).get(TOKEN_QUERY_PARAMETER)
     return tokens[0] if tokens else None

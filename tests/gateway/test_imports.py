@@ -3,7 +3,8 @@
 Each folder of ``gateway/`` is one part, and a few modules stand alone at its top (the app,
 its settings, its metrics). Below everything, pure audio (``audio``) and the settings;
 then FunASR's protocol, sans I/O (``funasr``) and the limits; the session both dialects
-use; then what serves over it: the file path, the OpenAI dialect, operations; the app on
+use; then what serves over it: the file path, the OpenAI and Deepgram dialects (neither imports
+the other), operations; the app on
 top. The client imports only the PCM facts of the server's. From ``workers/`` the gateway uses the
 pool's interface alone (``workers.pool``). Every import counts, lazy ones too.
 """
@@ -29,10 +30,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "session": BELOW_SESSION,
     "files": BELOW_SESSION | {"session"},
     "openai_api": BELOW_SESSION | {"session", "files"},
+    "deepgram": BELOW_SESSION | {"session"},
     "ops": BELOW_SESSION | {"session"},
     "client": {"audio"},
     "pools": BELOW_SESSION | {"session"},
-    "app": BELOW_SESSION | {"session", "files", "openai_api", "ops", "pools"},
+    "app": BELOW_SESSION | {"session", "files", "openai_api", "deepgram", "ops", "pools"},
     "__main__": {"app", "ops"},
 }
 TOP_LEVEL_MODULES_AT_MOST = 12

@@ -1,0 +1,137 @@
+"""FunASR result frames as Deepgram's messages (gateway.deepgram.results), fed the frames a
+2pass session sends, on a stream cut into utterances by its audio."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from gateway.audio.endpointer import EndpointSettings
+from gateway.deepgram.params import ListenParams
+from gateway.deepgram.results import ListenResults, ModelInfo
+from gateway.deepgram.stream import ListenStream
+
+INFO = ModelInfo("req-1", "uuid-1", "zh", "paraformer-onnx")
+SPEECH = (np.random.default_rng(3).standard_normal(16000) * 4000).astype("<i2").tobytes()
+PAUSE = bytes(2 * 16000)  # a second of silence
+# Speech, then the 300 ms pause that ends its utterance: 30 ms frames, the one that holds the
+# speech's last samples counted as speech, so the cut is at 44 frames, 1.32 s.
+CUT_S = 1.32
+ENDED = SPEECH + bytes(int(CUT_S * 32000) - len(SPEECH))
+
+
+def _session(**params: object) -> tuple[ListenStream, ListenResults]:
+    listen = ListenParams(**params)  # type: ignore[arg-type]
+    stream = ListenStream(
+        listen,
+        mode="2pass",
+        model="zh",
+        endpoint=EndpointSettings(),
+        max_utterance_bytes=60 * 32000,
+        max_frame_bytes=1 << 20,
+    )
+    stream.start()
+    return stream, ListenResults(stream, listen, INFO, text_is_delta=True)
+
+
+def _frame(
+    wav_name: str, mode: str, text: str, *, final: bool = False, **extra: object
+) -> dict[str, object]:
+    return {"wav_name": wav_name, "mode": mode, "text": text, "is_final": final, **extra}
+
+
+def test_partials_then_a_final_sentence_timed_by_its_tokens_and_ended_by_a_pause() -> None:
+    stream, results = _session(interim_results=True, punctuate=True)
+    stream.take_audio(ENDED)  # the pause ends utterance u1 where the audio ends
+    (u1,) = stream.utterances.values()
+    assert u1.ending == "pause"
+    assert results.result(_frame("u1", "2pass-online", "你好")) == [
+        {
+            "type": "Results",
+            "channel_index": [0, 1],
+            "duration": CUT_S,  # the audio so far; no token times: spread over it
+            "start": 0.0,
+            "is_final": False,
+            "speech_final": False,
+            "channel": {
+                "alternatives": [
+                    {
+                        "transcript": "你好",
+                        "confidence": 0.0,
+                        "words": [
+                            {
+                                "word": "你",
+                                "start": 0.0,
+                                "end": 0.66,
+                                "confidence": 0.0,
+                                "punctuated_word": "你",
+                            },
+                            {
+                                "word": "好",
+                                "start": 0.66,
+                                "end": 1.32,
+                                "confidence": 0.0,
+                                "punctuated_word": "好",
+                            },
+                        ],
+                    }
+                ]
+            },
+            "metadata": {
+                "request_id": "req-1",
+                "model_info": {"name": "zh", "version": "asr-gateway", "arch": "paraformer-onnx"},
+                "model_uuid": "uuid-1",
+            },
+        }
+    ]
+    times = json.dumps([[100, 400], [400, 900]])
+    (final,) = results.result(_frame("u1", "2pass-offline", "你好。", final=True, timestamp=times))
+    assert (final["is_final"], final["speech_final"], final["from_finalize"]) == (True, True, False)
+    assert (final["start"], final["duration"]) == (0.0, CUT_S)
+    alternative = final["channel"]["alternatives"][0]  # type: ignore[index]
+    assert alternative["transcript"] == "你好。"
+    assert [(w["punctuated_word"], w["start"], w["end"]) for w in alternative["words"]] == [
+        ("你", 0.1, 0.4),
+        ("好。", 0.4, 0.9),
+    ]
+    assert results.answered
+
+
+def test_without_punctuate_the_transcript_is_bare_words_and_interims_are_not_sent() -> None:
+    stream, results = _session()
+    stream.take_audio(SPEECH)
+    stream.finalize()
+    assert results.result(_frame("u1", "2pass-online", "Hello")) == []  # no interim_results
+    (final,) = results.result(_frame("u1", "2pass-offline", "Hello, World!", final=True))
+    assert final["channel"]["alternatives"][0]["transcript"] == "hello world"  # type: ignore[index]
+    assert (final["speech_final"], final["from_finalize"]) == (False, True)
+
+
+def test_an_utterance_end_once_the_audio_is_past_the_last_final_word_with_none_since() -> None:
+    stream, results = _session(interim_results=True, utterance_end_ms=1000)
+    stream.take_audio(ENDED)
+    results.result(_frame("u1", "2pass-offline", "好", final=True, timestamp="[[200, 800]]"))
+    assert results.tick() == []  # 1.32 s of audio: 0.52 s past the word's end
+    stream.take_audio(bytes(16000))  # 0.5 s more: 1.02 s past it
+    assert results.tick() == [{"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": 0.8}]
+    stream.take_audio(PAUSE)
+    assert results.tick() == []  # once per gap
+
+
+def test_a_word_after_the_last_final_one_puts_the_utterance_end_off() -> None:
+    stream, results = _session(interim_results=True, utterance_end_ms=1000)
+    stream.take_audio(ENDED)
+    results.result(_frame("u1", "2pass-offline", "好", final=True, timestamp="[[200, 800]]"))
+    stream.take_audio(SPEECH)  # the next utterance's speech, partly decoded
+    assert results.result(_frame("u2", "2pass-online", "再")) != []
+    stream.take_audio(PAUSE)
+    assert [m for m in results.tick() if m["type"] == "UtteranceEnd"] == []
+
+
+def test_a_finalize_with_nothing_open_is_answered_at_once() -> None:
+    stream, results = _session()
+    stream.take_audio(ENDED)  # ended by the pause; nothing open now
+    assert stream.finalize() == []
+    answer = results.finalize_answer()
+    assert (answer["is_final"], answer["from_finalize"], answer["start"]) == (True, True, CUT_S)
