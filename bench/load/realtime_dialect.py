@@ -1,6 +1,7 @@
-"""The cost of the OpenAI dialect: the same sessions through FunASR's endpoint (``/``) and
-OpenAI's Realtime transcription endpoint (``/v1/realtime?intent=transcription``) of one
-gateway (checksum engine), one endpoint after the other, the order alternated each round.
+"""The cost of the dialects: the same sessions through FunASR's endpoint (``/``), OpenAI's
+Realtime transcription endpoint (``/v1/realtime?intent=transcription``) and Deepgram's live
+endpoint (``/v1/listen``) of one gateway (checksum engine), one endpoint after the other,
+the order turned each round (``--endpoints`` picks them; the first is the baseline).
 
 Both endpoints get the same audio (synthetic, 16 kHz) in 100 ms frames paced in real time,
 from the same client (``websockets``, asyncio, no compression), each session started at
@@ -12,27 +13,31 @@ its own phase of one model chunk:
   (the default) the gateway resamples nothing: the difference is the dialect alone (JSON
   and base64 per append, one JSON parse and one event built per result). ``--rate 24000``
   (OpenAI's default rate; the same audio resampled here, ahead of time) adds the gateway's
-  resampling.
+  resampling;
+- Deepgram: the query (``linear16`` at 16 kHz, ``interim_results``, ``endpointing=false``),
+  binary PCM frames, ``CloseStream``: the difference is the dialect's own (the endpointer it
+  runs on the audio, its words and ``Results`` per result).
 
 Every frame is made ahead of time (the appends' base64 and JSON too), so that the client
 does the same per frame for both endpoints: one send of prepared bytes, as a text frame
 for OpenAI, then a JSON parse of each server frame. Per endpoint it reports:
 
 - per-chunk latency: the last byte of 600 ms model chunk k sent -> its result (FunASR: the
-  result with ``seq`` k; OpenAI: the item's k-th delta);
-- final latency: the end (FunASR) or the commit (OpenAI) sent -> the final result
-  (``is_final``) or ``...input_audio_transcription.completed``;
+  result with ``seq`` k; OpenAI: the item's k-th delta; Deepgram: the k-th interim);
+- final latency: the end, the commit or ``CloseStream`` sent -> the final result
+  (``is_final``), ``...input_audio_transcription.completed`` or the final ``Results``;
 - CPU seconds per hour of audio of the gateway process alone (uvicorn: the event loop and
   its threads) and of its workers (the same work for both endpoints), from /proc, and of
   this client;
-- errors, and verification: the final result (FunASR) or the last delta (OpenAI) must be
+- errors, and verification: the final result (FunASR, Deepgram) or the last delta (OpenAI) must be
   the checksum of all the audio the pool got, after one result for every whole chunk.
 
 It is a cost comparison, not a capacity test: the defaults keep the gateway process at a
 few per cent of one core of two (printed with the results), so queueing adds nothing.
 
     python -m bench.load.realtime_dialect --sessions 20 --seconds 20 --rounds 3
-    python -m bench.load.realtime_dialect --sessions 20 --seconds 20 --rounds 3 --rate 24000
+    python -m bench.load.realtime_dialect --endpoints funasr,openai --rate 24000
+    python -m bench.load.realtime_dialect --endpoints funasr,deepgram
 """
 
 from __future__ import annotations
@@ -197,7 +202,7 @@ def summarize(endpoint: Endpoint, runs: list[LoadRun]) -> EndpointSummary:
 
 
 def markdown(args: argparse.Namespace, summaries: list[EndpointSummary]) -> str:
-    funasr, openai = summaries
+    baseline = summaries[0]
 
     def values(s: EndpointSummary) -> list[float]:
         c, f = s.chunk_latency_ms, s.final_latency_ms
@@ -207,12 +212,12 @@ def markdown(args: argparse.Namespace, summaries: list[EndpointSummary]) -> str:
             s.client_cpu_s_per_audio_h,
         ]
 
+    shares = ", ".join(f"{100 * s.gateway_core_share:.1f}% ({s.endpoint})" for s in summaries)
     lines = [
-        f"{args.sessions} sessions x {args.seconds:g} s of audio, {args.rounds} round(s) in"
-        f" alternating order; 100 ms frames in real time; OpenAI appends at {args.rate} Hz"
-        " (base64 and JSON made ahead of time); no compression. Gateway process at"
-        f" {100 * funasr.gateway_core_share:.1f}% (FunASR) and"
-        f" {100 * openai.gateway_core_share:.1f}% (OpenAI) of one core.",
+        f"{args.sessions} sessions x {args.seconds:g} s of audio, {args.rounds} round(s), the"
+        " endpoints' order turned each round; 100 ms frames in real time; OpenAI appends at"
+        f" {args.rate} Hz (base64 and JSON made ahead of time); no compression. Gateway"
+        f" process at {shares} of one core.",
         "",
         *header(
             "endpoint",
@@ -233,9 +238,10 @@ def markdown(args: argparse.Namespace, summaries: list[EndpointSummary]) -> str:
     for s in summaries:
         numbers = " | ".join(f"{v:.1f}" for v in values(s))
         lines.append(f"| {s.endpoint} | {s.sessions} | {s.errors} | {s.verified} | {numbers} |")
-    difference = [b - a for a, b in zip(values(funasr), values(openai), strict=True)]
-    numbers = " | ".join(f"{v:+.1f}" for v in difference)
-    lines.append(f"| openai - funasr | | | | {numbers} |")
+    for s in summaries[1:]:
+        difference = [b - a for a, b in zip(values(baseline), values(s), strict=True)]
+        numbers = " | ".join(f"{v:+.1f}" for v in difference)
+        lines.append(f"| {s.endpoint} - {baseline.endpoint} | | | | {numbers} |")
     lines.append("")
     lines.append(
         "gateway CPU s/audio h by round: "
@@ -287,15 +293,17 @@ async def measure(args: argparse.Namespace) -> list[LoadRun]:
     audios = [load_audio(None, args.seconds, seed) for seed in seeds]
     runs: list[LoadRun] = []
     async with gateway(args) as target:
-        made = {e: plans(e, target.url, audios, args.rate) for e in ENDPOINTS}
+        endpoints = args.endpoints
+        made = {e: plans(e, target.url, audios, args.rate) for e in endpoints}
         # The first sessions pay for imports and first-use allocations (soxr at 24 kHz).
         first_chunk = [audios[0][:CHUNK_SAMPLES]]
-        warm = {e: plans(e, target.url, first_chunk, args.rate) for e in ENDPOINTS}
-        for endpoint in ENDPOINTS:
+        warm = {e: plans(e, target.url, first_chunk, args.rate) for e in endpoints}
+        for endpoint in endpoints:
             await load(target, warm[endpoint], 2, -1, args)
         for round_ in range(args.rounds):
-            # Alternated, so that neither endpoint always runs on a warmer machine.
-            order = ENDPOINTS if round_ % 2 == 0 else ENDPOINTS[::-1]
+            # Turned, so that no endpoint always runs on a warmer machine.
+            shift = round_ % len(endpoints)
+            order = endpoints[shift:] + endpoints[:shift]
             for endpoint in order:
                 runs.append(await load(target, made[endpoint], args.sessions, round_, args))
                 if not args.quiet:
@@ -309,6 +317,14 @@ async def measure(args: argparse.Namespace) -> list[LoadRun]:
     return runs
 
 
+def _endpoints(text: str) -> tuple[Endpoint, ...]:
+    chosen = tuple(e.strip() for e in text.split(",") if e.strip())
+    unknown = [e for e in chosen if e not in ENDPOINTS]
+    if unknown or len(set(chosen)) < 2 or len(set(chosen)) != len(chosen):
+        raise argparse.ArgumentTypeError(f"two or more of {', '.join(ENDPOINTS)}, once each")
+    return chosen  # type: ignore[return-value]  # checked against ENDPOINTS
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load.realtime_dialect",
@@ -319,6 +335,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sessions", type=int, default=20, help="concurrent, per endpoint")
     parser.add_argument("--seconds", type=float, default=20.0, help="audio per session")
     parser.add_argument("--rounds", type=int, default=3, help="each endpoint once a round")
+    parser.add_argument(
+        "--endpoints",
+        type=_endpoints,
+        default=ENDPOINTS,
+        help="comma-separated, the baseline first (default: funasr,openai,deepgram)",
+    )
     parser.add_argument("--rate", type=int, default=SAMPLE_RATE, help="the OpenAI appends' Hz")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-message timeout")
     parser.add_argument("--api-key", help="for --url's gateway with ASR_API_KEYS")
@@ -332,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     # The generator's own collector pauses would show up as the server's latency.
     with latency_tuned_gc():
         runs = asyncio.run(measure(args))
-    summaries = [summarize(endpoint, runs) for endpoint in ENDPOINTS]
+    summaries = [summarize(endpoint, runs) for endpoint in args.endpoints]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {

@@ -1,10 +1,11 @@
-"""One session of ``bench.load.realtime_dialect``, on either endpoint: what it sends, made
+"""One session of ``bench.load.realtime_dialect``, on any endpoint: what it sends, made
 ahead of time (``plans``), what it makes of each server frame (``take_result``, no I/O), and
 the session itself, paced in real time (``run_session``).
 
 FunASR's: a config, binary PCM frames, the end. OpenAI's: ``session.update``, one
-``input_audio_buffer.append`` per frame, ``input_audio_buffer.commit``. Both in 100 ms
-frames; a model chunk (600 ms) ends with every sixth.
+``input_audio_buffer.append`` per frame, ``input_audio_buffer.commit``. Deepgram's: the
+query (linear16, interim results, no endpointing), binary PCM frames, ``CloseStream``.
+All in 100 ms frames; a model chunk (600 ms) ends with every sixth.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ import websockets
 
 from bench.common.audio import expected_checksum
 
-Endpoint = Literal["funasr", "openai"]
-ENDPOINTS: tuple[Endpoint, Endpoint] = ("funasr", "openai")
+Endpoint = Literal["funasr", "openai", "deepgram"]
+ENDPOINTS: tuple[Endpoint, ...] = ("funasr", "openai", "deepgram")
 SAMPLE_RATE = 16000
 FRAME_S = 0.1
 FRAMES_PER_CHUNK = 6  # a model chunk (600 ms) ends with every sixth frame
 CHUNK_SAMPLES = 9600
 REALTIME_PATH = "v1/realtime?intent=transcription"
+# No pause ends an utterance: the session is one utterance, as the other two endpoints'.
+LISTEN_PATH = "v1/listen?encoding=linear16&sample_rate=16000&interim_results=true&endpointing=false"
 DELTA = "conversation.item.input_audio_transcription.delta"
 COMPLETED = "conversation.item.input_audio_transcription.completed"
 
@@ -41,7 +44,7 @@ class Plan:
 
     endpoint: Endpoint
     url: str
-    opening: str
+    opening: str | None  # Deepgram's has none: its query says it all
     frames: tuple[bytes, ...]
     closing: str
     audio_seconds: float
@@ -102,6 +105,17 @@ def plans(endpoint: Endpoint, base_url: str, audios: Sequence[Any], rate: int) -
                 whole_chunks,
                 expected,
             )
+        elif endpoint == "deepgram":
+            plan = Plan(
+                endpoint,
+                base_url + LISTEN_PATH,
+                None,
+                tuple(pcm),
+                json.dumps({"type": "CloseStream"}),
+                len(audio) / SAMPLE_RATE,
+                whole_chunks,
+                expected,
+            )
         else:
             audio_format = {"type": "audio/pcm", "rate": rate}
             update = {
@@ -140,15 +154,25 @@ def take_result(
     """One server frame of the session: True once its final result is in (or an error).
     ``sent``: when each frame went out, then the end or commit."""
     kind = message.get("type")
-    if kind == "error":
-        record.error = f"{message.get('code') or message.get('error')}: {message.get('message')}"
+    if kind in ("error", "Error"):
+        detail = message.get("message") or message.get("description")
+        record.error = f"{message.get('code') or message.get('error') or kind}: {detail}"
         return True
-    if plan.endpoint == "funasr":
+    if plan.endpoint == "deepgram":
+        if kind != "Results":
+            return False  # Metadata, after the final
+        text = message["channel"]["alternatives"][0]["transcript"]
+        if message.get("is_final"):
+            return _final(plan, record, text, now, sent)
+        chunk = record.results
+        record.last_text = text
+    elif plan.endpoint == "funasr":
         if message.get("is_final"):
             return _final(plan, record, message.get("text"), now, sent)
-        chunk = message.get("seq")
-        if not isinstance(chunk, int):
+        seq = message.get("seq")
+        if not isinstance(seq, int):
             return False
+        chunk = seq
     elif kind == DELTA:
         chunk = record.results
         record.last_text = message.get("delta")
@@ -164,7 +188,7 @@ def take_result(
 
 
 def _final(plan: Plan, record: SessionRecord, text: object, now: float, sent: list[float]) -> bool:
-    if plan.endpoint == "funasr":
+    if plan.endpoint != "openai":  # its final is a result of its own, not the last delta
         record.results += 1
     if len(sent) > len(plan.frames):  # the end or commit was sent
         record.final_s = now - sent[-1]
@@ -183,7 +207,8 @@ async def run_session(
             plan.url, compression=None, max_size=None, open_timeout=timeout,
             additional_headers=headers,
         ) as ws:  # fmt: skip
-            await ws.send(plan.opening)
+            if plan.opening is not None:
+                await ws.send(plan.opening)
             started = time.perf_counter()
             sent: list[float] = []
             text = plan.endpoint == "openai"
