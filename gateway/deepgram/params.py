@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.audio.pcm import MAX_AUDIO_FS, MIN_AUDIO_FS
-from gateway.funasr.hotwords import lenient_hotwords
+from gateway.funasr.free_text import free_text_hotwords
 from shared.messages import SAMPLE_RATE
 
 Encoding = Literal["linear16", "mulaw", "alaw"]
@@ -167,8 +167,5 @@ def _hotwords(query: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     """``keyterm`` (Nova-3's terms, each a word or phrase) and ``keywords`` (``word`` or
     ``word:boost``) as hotwords: the words that fit our rules; the boosts are dropped, as
     SeACo-Paraformer takes words only."""
-    terms = [
-        *query.get("keyterm", ()),
-        *(k.rpartition(":")[0] or k for k in query.get("keywords", ())),
-    ]
-    return lenient_hotwords(" ".join(terms))
+    keywords = [keyword.rpartition(":")[0] or keyword for keyword in query.get("keywords", ())]
+    return free_text_hotwords(None, [*query.get("keyterm", ()), *keywords])

@@ -32,7 +32,7 @@ from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import PcmResampler
 from gateway.audio.wav_header import WavHeaderError, read_wav_header
 from gateway.deepgram.params import ListenParams
-from gateway.funasr.hotwords import lenient_hotwords
+from gateway.funasr.free_text import free_text_hotwords
 from shared.messages import SAMPLE_RATE
 
 END_FRAME = json.dumps({"is_speaking": False})
@@ -145,7 +145,7 @@ class ListenStream:
         utterance takes them at once, as FunASR's hotwords may change mid-utterance."""
         if keyterms is None:
             return []
-        self.params = replace(self.params, hotwords=lenient_hotwords(" ".join(keyterms)))
+        self.params = replace(self.params, hotwords=free_text_hotwords(None, keyterms))
         if self._current is None:
             return []
         return [ToSession(text=json.dumps({"hotwords": " ".join(self.params.hotwords)}))]
@@ -227,6 +227,10 @@ class ListenStream:
             "itn": params.smart_format,
             "svs_lang": params.language,
             "svs_itn": params.smart_format or params.punctuate,
+            # Each chunk's result says where its audio ends (audio_end_ms): what an interim
+            # covers, and how far decoding has gone (UtteranceEnd waits on that, not on
+            # the audio taken).
+            "timing": True,
             "is_speaking": True,
         }
         if self._model is not None:

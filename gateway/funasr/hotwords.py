@@ -1,8 +1,7 @@
-"""Hotwords into words, with one set of limits (``shared.messages``): strictly as FunASR's
-clients send them (``parse_hotwords``: FunASR's WebSocket config, the file endpoints'
-``hotwords`` field), where a value we cannot take is refused; leniently from the free text
-of another protocol's field (``lenient_hotwords``: Deepgram's ``keyterm`` and ``keywords``),
-where what does not fit is left out, as that protocol's server would accept it."""
+"""Hotwords, as FunASR's clients send them, into words: FunASR's WebSocket config and the file
+endpoints' ``hotwords`` field read them here, with one set of limits (``shared.messages``),
+and a value we cannot take is refused. Another protocol's free text (OpenAI's prompt,
+Deepgram's keyterms) is mined instead, never refused: ``gateway.funasr.free_text``."""
 
 from __future__ import annotations
 
@@ -50,26 +49,3 @@ def parse_hotwords(name: str, value: object) -> tuple[str, ...]:
     if len(" ".join(words).encode("utf-8")) > MAX_HOTWORDS_BYTES:
         raise ProtocolError(f"{name}: at most {MAX_HOTWORDS_BYTES} bytes of UTF-8 in all")
     return words
-
-
-# Around a word in free text: punctuation that is not part of it ("refund," "(SKU-42)").
-_SURROUNDING_PUNCTUATION = (
-    "\"'`.,:;!?()[]{}<>\u3002\uff01\uff1f\u201c\u201d\u2018\u2019\u300c\u300d"
-)
-
-
-def lenient_hotwords(text: str) -> tuple[str, ...]:
-    """The words of free text that fit the hotword limits, in order, once each: a word
-    longer than ``MAX_HOTWORD_CHARS`` (an unspaced sentence, a URL) is left out, and so is
-    what is past ``MAX_HOTWORDS`` words or ``MAX_HOTWORDS_BYTES``. Never refuses."""
-    words: list[str] = []
-    size = -1  # the separators between words: one byte fewer than words
-    for token in _HOTWORD_SEPARATORS.split(text):
-        word = token.strip(_SURROUNDING_PUNCTUATION)
-        if not word or len(word) > MAX_HOTWORD_CHARS or word in words or not word.isprintable():
-            continue
-        if len(words) == MAX_HOTWORDS or size + 1 + len(word.encode()) > MAX_HOTWORDS_BYTES:
-            break
-        words.append(word)
-        size += 1 + len(word.encode())
-    return tuple(words)

@@ -9,14 +9,16 @@ module                     what
                            ``verbose_json`` (sans I/O)
 ``errors``                 OpenAI's error JSON and the status codes its SDK maps to its
                            exception classes
-``realtime_events``        the Realtime API's client events, parsed and bounded (sans I/O)
-``realtime_config``        a realtime session's configuration and its updates, validated
+``prompt``                 OpenAI's free-text prompt and keywords as hotwords, never
+                           refused (sans I/O)
+``realtime.events``        the Realtime API's client events, parsed and bounded (sans I/O)
+``realtime.config``        a realtime session's configuration and its updates, validated
                            (sans I/O)
-``realtime_server_events`` the server events built from the configuration: the session,
+``realtime.server_events`` the server events built from the configuration: the session,
                            errors, items (sans I/O)
-``realtime_turns``         a realtime session's input audio buffer and turns (sans I/O)
-``realtime_transcripts``   the session's results as transcription events (sans I/O)
-``realtime``               ``/v1/realtime?intent=transcription``: the Realtime API
+``realtime.turns``         a realtime session's input audio buffer and turns (sans I/O)
+``realtime.transcripts``   the session's results as transcription events (sans I/O)
+``realtime.dialect``       ``/v1/realtime?intent=transcription``: the Realtime API
                            translated to and from FunASR's protocol, so that the session
                            behind it is the FunASR endpoint's own (``gateway.session.session``)
 ========================== ================================================================

@@ -26,12 +26,15 @@ field                       here
                             Paraformer) gives an empty list rather than a 400: a client that
                             always asks for both still gets its segments, and an empty list says
                             truthfully that there are no word times
-``prompt``, ``keywords[]``  hotwords, parsed as ``/v1/transcribe``'s ``hotwords`` (words, or a
-                            JSON object of weights); they bias a model that takes hotwords
-                            (SeACo-Paraformer) and are ignored by any other, as a Whisper prompt
-                            would be by a model that has none. Past the hotword limits: a 400
-``language``                accepted and returned in ``verbose_json``; it does not change the
-                            decode (a FunASR model knows its languages)
+``prompt``, ``keywords[]``  OpenAI's free text and terms, never refused: the words in them that
+                            fit a hotword bias a model that takes hotwords (SeACo-Paraformer),
+                            the rest is dropped (``gateway.funasr.free_text``); any other model
+                            ignores them, as a Whisper prompt would be by a model that has none
+``languages[]``             accepted and dropped, as ``known_speaker_*`` are (the form reader reads
+                            past a field it is not asked for)
+``language``                a hint to a SenseVoiceSmall model (``zh``, ``en``, ``yue``, ``ja``,
+                            ``ko``; another is ``auto``), ignored by other models; returned in
+                            ``verbose_json`` unless the model says what it heard
 ``temperature``             accepted (a number, 0 to 1) and unused: nothing is sampled
 ``include[]``               ``logprobs`` accepted and ignored: no scores come from the workers
 ``chunking_strategy``       accepted, its value unused: long audio is always cut at pauses into
@@ -85,12 +88,12 @@ from gateway.files.multipart import Form
 from gateway.files.request import (
     TranscribeError,
     duration_s,
-    parse_hotwords_field,
     parse_itn_field,
     parse_speakers_field,
     read_upload,
     refusal_for,
 )
+from gateway.funasr.free_text import free_text_hotwords
 from gateway.metrics import GatewayMetrics
 from gateway.models.table import OPENAI_MODELS
 from gateway.openai_api.errors import error_response, stream_error_event
@@ -119,7 +122,7 @@ from gateway.whole.long_audio import (
 from gateway.whole.speakers import with_speaker_turns
 from shared.engines import Role
 from shared.errors import GatewayError, UnknownModelError
-from shared.messages import SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
+from shared.messages import MAX_HOTWORDS, SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
 from workers.pool import WorkerPool
 
 logger = logging.getLogger(__name__)
@@ -141,8 +144,9 @@ FIELDS = frozenset(
     }
 )
 # The SDK sends a part per field and per list item (chunking_strategy's object as four
-# ``chunking_strategy[...]`` parts, every keyword): more than /v1/transcribe's form has.
-MAX_PARTS = 64
+# ``chunking_strategy[...]`` parts, every keyword, every language): room for as many
+# keywords as become hotwords, and the rest of the form.
+MAX_PARTS = MAX_HOTWORDS + 64
 INCLUDES = frozenset({"logprobs"})
 OWNED_BY = "funasr"
 STARTED = int(time.time())  # the models' ``created``: when this gateway loaded
@@ -237,15 +241,9 @@ def _stream(value: str | None) -> bool:
 
 
 def _hotwords(form: Form) -> tuple[str, ...]:
-    prompt = parse_hotwords_field(form.text("prompt"), "prompt")
-    keywords = form.values("keywords[]")
-    if not keywords:
-        return prompt
-    words = parse_hotwords_field(" ".join(keywords), "keywords")
-    if not prompt:
-        return words
-    # Both: their words together, within the same limits.
-    return parse_hotwords_field(" ".join(prompt + words), "prompt")
+    # OpenAI's prompt is free text: mined for hotwords, never refused (a 400 here would be
+    # a failed turn in a voice agent for a sentence OpenAI takes).
+    return free_text_hotwords(form.text("prompt"), form.values("keywords[]"))
 
 
 # -- the models ---------------------------------------------------------------------------

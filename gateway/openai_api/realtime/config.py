@@ -6,6 +6,12 @@ SDK's types, ``openai/types/realtime``) and bounded, because what is kept lives 
 the session and is sent back in every ``session.updated``: only what we understood is kept,
 never the client's parsed JSON. What we accept and ignore, and what we refuse, is listed in
 ``docs/openai.md``.
+
+What OpenAI takes is taken: a field we cannot use is ignored (a prompt's words that fit no
+hotword, ``languages``, ``delay``, ``idle_timeout_ms``), a number we cannot serve exactly
+is served as the nearest we can; only what OpenAI refuses too (a wrong type, a value
+outside its enums or documented ranges) is an ``error`` event. An error event is fatal to
+LiveKit's realtime STT and sends Pipecat's into a reconnect loop.
 """
 
 from __future__ import annotations
@@ -16,12 +22,12 @@ from typing import Literal, TypeGuard
 
 from gateway.audio.g711 import Encoding
 from gateway.audio.pcm import BYTES_PER_SECOND, MAX_AUDIO_FS, MIN_AUDIO_FS
-from gateway.funasr.hotwords import parse_hotwords
-from shared.errors import ProtocolError
-from shared.messages import MAX_HOTWORDS, MAX_HOTWORDS_BYTES
+from gateway.funasr.free_text import free_text_hotwords, hotwords_text
 
 Dialect = Literal["ga", "beta"]
 NoiseReduction = Literal["near_field", "far_field"]
+TurnDetectionType = Literal["server_vad", "semantic_vad"]
+Eagerness = Literal["low", "medium", "high", "auto"]
 
 OPENAI_DEFAULT_RATE = 24000  # OpenAI's audio/pcm (and beta pcm16) rate
 G711_RATE = 8000
@@ -29,7 +35,15 @@ G711_RATE = 8000
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_PREFIX_PADDING_MS = 300
 DEFAULT_SILENCE_MS = 500
+MIN_SILENCE_MS = 30  # the endpointer's frame
 MAX_SILENCE_MS = 10_000
+EAGERNESS: tuple[Eagerness, ...] = ("low", "medium", "high", "auto")
+# OpenAI serves these models with no server VAD: they take no turn_detection, and their
+# clients commit the buffer (LiveKit's OpenAI STT, Pipecat's). A session that names one
+# and leaves turn_detection out gets none here too, else our 500 ms endpointer would cut
+# a turn the client's own VAD (which waits longer) commits whole. Prefixes: dated
+# snapshots are named after them.
+REALTIME_ONLY_MODELS = ("gpt-realtime-whisper", "gpt-live-transcribe")
 # Our energy endpointer's level for OpenAI's threshold: 0.5 is ASR_ENDPOINT_ENERGY_DBFS,
 # and each 0.1 moves it 4 dB (0.0: 20 dB more sensitive, 1.0: 20 dB less).
 DBFS_PER_THRESHOLD = 40.0
@@ -37,9 +51,6 @@ DBFS_PER_THRESHOLD = 40.0
 # may be a directory's path.
 MAX_MODEL_CHARS = 256
 MAX_LANGUAGE_CHARS = 35  # RFC 5646's advice for a language tag's buffer
-# The prompt and the keywords become hotwords: no more text than a config's hotwords take.
-MAX_PROMPT_BYTES = MAX_HOTWORDS_BYTES
-MAX_KEYWORDS = MAX_HOTWORDS
 # OpenAI's only ``include`` value for transcription sessions.
 INCLUDE_VALUES = ("item.input_audio_transcription.logprobs",)
 NOISE_REDUCTIONS: tuple[NoiseReduction, ...] = ("near_field", "far_field")
@@ -74,11 +85,16 @@ class RealtimeEventError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class TurnDetection:
-    """``server_vad``, carried out by our energy endpointer (``gateway.audio.endpointer``)."""
+    """``server_vad``, carried out by our energy endpointer (``gateway.audio.endpointer``).
+    ``semantic_vad`` is taken too (OpenAI's clients may send it, and an error event ends
+    LiveKit's stream) and served the same way with server_vad's defaults: there is no turn
+    model here; its ``eagerness`` is echoed, unused."""
 
     threshold: float = DEFAULT_THRESHOLD
     prefix_padding_ms: int = DEFAULT_PREFIX_PADDING_MS
     silence_duration_ms: int = DEFAULT_SILENCE_MS
+    type: TurnDetectionType = "server_vad"
+    eagerness: Eagerness = "auto"  # semantic_vad's
 
     def energy_dbfs(self, server_dbfs: float) -> float:
         return server_dbfs + (self.threshold - DEFAULT_THRESHOLD) * DBFS_PER_THRESHOLD
@@ -92,16 +108,20 @@ class RealtimeSettings:
     rate: int = OPENAI_DEFAULT_RATE
     model: str | None = None
     language: str | None = None
-    prompt: str | None = None  # to hotwords, for a model that takes them
+    prompt: str | None = None  # free text, mined for hotwords (``hotwords``)
     keywords: tuple[str, ...] = ()  # likewise
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
+    # Set by the client (else it follows the model the session names: turn_detection_for).
+    turn_detection_chosen: bool = False
     noise_reduction: NoiseReduction | None = None  # echoed, not applied
     include: tuple[str, ...] = ()  # echoed; no logprobs are given
 
     @property
     def hotwords(self) -> str:
-        """What FunASR's config takes as ``hotwords``: the keywords and the prompt's words."""
-        return " ".join([*self.keywords, *([self.prompt] if self.prompt else [])])
+        """What FunASR's config takes as ``hotwords``: the words of the keywords and the
+        prompt that fit a hotword (``gateway.funasr.free_text``), so the session's strict
+        parser takes them as they are."""
+        return hotwords_text(free_text_hotwords(self.prompt, self.keywords))
 
     @property
     def bytes_per_second(self) -> int:
@@ -118,6 +138,14 @@ class RealtimeSettings:
         format, so that one event's decoding and resampling is bounded whatever the rate."""
         most = max_frame_bytes * self.bytes_per_second // BYTES_PER_SECOND
         return max(self.sample_bytes, most // self.sample_bytes * self.sample_bytes)
+
+
+def turn_detection_for(model: str | None) -> TurnDetection | None:
+    """A session's turn detection until its client sets one: none for a model OpenAI
+    serves without it (``REALTIME_ONLY_MODELS``), else server_vad with OpenAI's defaults."""
+    if model is not None and model.startswith(REALTIME_ONLY_MODELS):
+        return None
+    return TurnDetection()
 
 
 def update_ga(session: dict[str, object], old: RealtimeSettings) -> RealtimeSettings:
@@ -170,7 +198,10 @@ def _update_input(
         settings = _transcription(fields[transcription], f"{where}.{transcription}", settings)
     if "turn_detection" in fields:
         turn = _turn_detection(fields["turn_detection"], f"{where}.turn_detection")
-        settings = replace(settings, turn_detection=turn)
+        settings = replace(settings, turn_detection=turn, turn_detection_chosen=True)
+    elif not settings.turn_detection_chosen and _names_model(fields.get(transcription)):
+        # Left out, as LiveKit leaves it out for a realtime-only model: the model's own.
+        settings = replace(settings, turn_detection=turn_detection_for(settings.model))
     if noise in fields:
         reduction = _noise_reduction(fields[noise], f"{where}.{noise}")
         settings = replace(settings, noise_reduction=reduction)
@@ -215,32 +246,26 @@ def _transcription(value: object, param: str, settings: RealtimeSettings) -> Rea
     if "language" in fields:
         where = f"{param}.language"
         language = _text_or_none(fields["language"], where, max_chars=MAX_LANGUAGE_CHARS)
+    # The prompt is free text and the keywords terms, of any length or number OpenAI takes:
+    # what fits a hotword is used, the rest ignored, nothing refused (an error event ends
+    # LiveKit's stream). The event's own cap (ASR_MAX_TEXT_BYTES) bounds what is kept.
+    # ``languages`` and ``delay`` are OpenAI's too: taken, unused, not echoed.
     if "prompt" in fields:
-        prompt = _text_or_none(fields["prompt"], f"{param}.prompt", max_bytes=MAX_PROMPT_BYTES)
+        prompt = _text_or_none(fields["prompt"], f"{param}.prompt")
     keywords = settings.keywords
     if "keywords" in fields:
         keywords = _keywords(fields["keywords"], f"{param}.keywords")
-    updated = replace(settings, model=model, language=language, prompt=prompt, keywords=keywords)
-    try:  # the limits of a FunASR config's hotwords, checked here: the session would close
-        parse_hotwords(f"{param}.prompt", updated.hotwords)
-    except ProtocolError as error:
-        raise RealtimeEventError("invalid_value", error.message, param=f"{param}.prompt") from None
-    return updated
+    return replace(settings, model=model, language=language, prompt=prompt, keywords=keywords)
 
 
 def _keywords(value: object, param: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
         raise RealtimeEventError("invalid_type", "keywords must be a list of strings", param=param)
-    if len(value) > MAX_KEYWORDS:
-        raise RealtimeEventError(
-            "invalid_value", f"keywords: at most {MAX_KEYWORDS} of them", param=param
-        )
-    words = tuple(unicode_text(word, param) for word in value)
-    if sum(len(word.encode("utf-8")) + 1 for word in words) > MAX_PROMPT_BYTES:
-        raise RealtimeEventError(
-            "invalid_value", f"keywords: at most {MAX_PROMPT_BYTES} bytes of UTF-8", param=param
-        )
-    return words
+    return tuple(unicode_text(word, param) for word in value)
+
+
+def _names_model(transcription: object) -> bool:
+    return isinstance(transcription, dict) and "model" in transcription
 
 
 def _turn_detection(value: object, param: str) -> TurnDetection | None:
@@ -248,11 +273,21 @@ def _turn_detection(value: object, param: str) -> TurnDetection | None:
     if fields is None:
         return None
     kind = fields.get("type", "server_vad")
+    if kind == "semantic_vad":
+        eagerness = fields.get("eagerness", "auto")
+        for each in EAGERNESS:
+            if eagerness == each:
+                return TurnDetection(type="semantic_vad", eagerness=each)
+        raise RealtimeEventError(
+            "invalid_value",
+            f"eagerness must be one of {', '.join(EAGERNESS)}",
+            param=f"{param}.eagerness",
+        )
     if kind != "server_vad":
         raise RealtimeEventError(
             "invalid_value",
-            f"turn_detection.type {kind!r:.40} is not served: 'server_vad' (our energy"
-            " endpointer) or null",
+            f"turn_detection.type {kind!r:.40} is not one of OpenAI's: 'server_vad',"
+            " 'semantic_vad' (both served by our energy endpointer) or null",
             param=f"{param}.type",
         )
     threshold = fields.get("threshold", DEFAULT_THRESHOLD)
@@ -262,21 +297,23 @@ def _turn_detection(value: object, param: str) -> TurnDetection | None:
         raise RealtimeEventError(
             "invalid_value", "threshold must be a number in 0..1", param=f"{param}.threshold"
         )
-    padding = fields.get("prefix_padding_ms", DEFAULT_PREFIX_PADDING_MS)
-    if not _is_int(padding) or not 0 <= padding <= MAX_SILENCE_MS:
-        raise RealtimeEventError(
-            "invalid_value",
-            f"prefix_padding_ms must be an integer in 0..{MAX_SILENCE_MS}",
-            param=f"{param}.prefix_padding_ms",
-        )
-    silence = fields.get("silence_duration_ms", DEFAULT_SILENCE_MS)
-    if not _is_int(silence) or not 30 <= silence <= MAX_SILENCE_MS:
-        raise RealtimeEventError(
-            "invalid_value",
-            f"silence_duration_ms must be an integer in 30..{MAX_SILENCE_MS}",
-            param=f"{param}.silence_duration_ms",
-        )
-    return TurnDetection(float(threshold), padding, silence)
+    # OpenAI documents no bounds for these: any count of milliseconds is taken, and served
+    # (and echoed) as the nearest the endpointer does.
+    padding = _milliseconds(fields, "prefix_padding_ms", DEFAULT_PREFIX_PADDING_MS, param)
+    silence = _milliseconds(fields, "silence_duration_ms", DEFAULT_SILENCE_MS, param)
+    return TurnDetection(
+        float(threshold),
+        min(padding, MAX_SILENCE_MS),
+        min(max(silence, MIN_SILENCE_MS), MAX_SILENCE_MS),
+    )
+
+
+def _milliseconds(fields: dict[str, object], name: str, default: int, param: str) -> int:
+    value = fields.get(name, default)
+    if not _is_int(value) or value < 0:
+        why = f"{name} must be a whole number of milliseconds"
+        raise RealtimeEventError("invalid_value", why, param=f"{param}.{name}")
+    return value
 
 
 def _noise_reduction(value: object, param: str) -> NoiseReduction | None:
@@ -321,9 +358,7 @@ def _object_or_none(value: object, param: str) -> dict[str, object] | None:
     return None if value is None else as_object(value, param)
 
 
-def _text_or_none(
-    value: object, param: str, *, max_chars: int | None = None, max_bytes: int | None = None
-) -> str | None:
+def _text_or_none(value: object, param: str, *, max_chars: int | None = None) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -332,12 +367,7 @@ def _text_or_none(
         raise RealtimeEventError(
             "invalid_value", f"{param} is at most {max_chars} characters", param=param
         )
-    value = unicode_text(value, param)
-    if max_bytes is not None and len(value.encode("utf-8")) > max_bytes:
-        raise RealtimeEventError(
-            "invalid_value", f"{param} is at most {max_bytes} bytes of UTF-8", param=param
-        )
-    return value
+    return unicode_text(value, param)
 
 
 def unicode_text(value: str, param: str) -> str:

@@ -49,7 +49,11 @@ from gateway.audio.resample import resampled_bytes
 from gateway.limits.rate import TokenBucket, frame_cost, text_cost
 from gateway.metrics import GatewayMetrics
 from gateway.openai_api.errors import openai_error_body
-from gateway.openai_api.realtime.config import RealtimeEventError, RealtimeSettings
+from gateway.openai_api.realtime.config import (
+    RealtimeEventError,
+    RealtimeSettings,
+    turn_detection_for,
+)
 from gateway.openai_api.realtime.events import (
     AudioAppended,
     BufferCleared,
@@ -123,9 +127,12 @@ async def serve_realtime(
         await refuse(websocket, error, metrics, code="unsupported_intent")
         return
     owner = owner_of(serving.settings.access, websocket.headers, websocket.scope["query_string"])
-    # OpenAI's SDKs put a realtime model in the URL: ours by its name, theirs the default.
-    model = serving.models.get(websocket.query_params.get("model", ""))
-    dialect = RealtimeDialect(websocket, serving, metrics, model)
+    # OpenAI's SDKs put a realtime model in the URL: ours by its name, theirs the default
+    # (LiveKit's OpenAI STT names it there for a gateway, and a realtime-only one of
+    # OpenAI's starts the session with no server VAD, as OpenAI serves it).
+    url_name = websocket.query_params.get("model", "")
+    model = serving.models.get(url_name)
+    dialect = RealtimeDialect(websocket, serving, metrics, model, url_name)
     await serve_new_session(serving, dialect.funasr_websocket(), metrics, owner, model)
 
 
@@ -140,6 +147,7 @@ class RealtimeDialect:
         serving: Serving,
         metrics: GatewayMetrics,
         url_model: ServedModel | None = None,
+        url_name: str = "",
     ) -> None:
         settings = serving.settings
         self._serving = serving
@@ -163,7 +171,7 @@ class RealtimeDialect:
         pool = self._model.pool
         model = pool.model.description if pool.model is not None else None
         self._buffer = InputBuffer(
-            RealtimeSettings(model=model),
+            RealtimeSettings(model=model, turn_detection=turn_detection_for(url_name)),
             self._ids,
             mode=_mode_of(self._model),
             endpoint=settings.endpoint,

@@ -30,8 +30,10 @@ def session_object(
     if settings.keywords:
         transcription["keywords"] = list(settings.keywords)
     turn: dict[str, object] | None = None
-    if settings.turn_detection is not None:
-        detection = settings.turn_detection
+    detection = settings.turn_detection
+    if detection is not None and detection.type == "semantic_vad":
+        turn = {"type": "semantic_vad", "eagerness": detection.eagerness}
+    elif detection is not None:
         turn = {
             "type": "server_vad",
             "threshold": detection.threshold,

@@ -172,12 +172,10 @@ def test_include_takes_openais_value_once() -> None:
     [
         ({"model": "m" * 257}, "model"),
         ({"language": "z" * 36}, "language"),
-        ({"prompt": " " * 20_000 + "词"}, "prompt"),  # words few, text long
-        ({"keywords": ["词"] * 257}, "keywords"),
         ({"model": "\ud800"}, "model"),  # a lone surrogate: no text frame carries it
         ({"keywords": ["ok", "\udfff"]}, "keywords"),
     ],
-    ids=["model", "language", "prompt", "keywords", "model-surrogate", "keyword-surrogate"],
+    ids=["model", "language", "model-surrogate", "keyword-surrogate"],
 )
 def test_texts_are_bounded_and_sendable(transcription: dict[str, object], param: str) -> None:
     error = refused(update({"transcription": transcription}))
@@ -196,6 +194,22 @@ def test_texts_within_bounds_are_kept_and_echoed() -> None:
     shown: Any = session_object("sess_x", settings, "ga", 0)
     echoed = shown["audio"]["input"]["transcription"]
     assert echoed == {**transcription, "keywords": ["魔搭"] * 256}
+
+
+def test_a_long_prompt_and_many_keywords_are_taken_their_hotwords_capped() -> None:
+    """OpenAI bounds neither: the event's own cap (ASR_MAX_TEXT_BYTES) bounds what is kept,
+    and the hotwords are the first that fit a FunASR config."""
+    transcription = {
+        "prompt": " " * 20_000 + "词 " + "长" * 40,  # text long, one word, one too long
+        "keywords": [f"k{n}" for n in range(300)],
+    }
+    settings = parsed(update({"transcription": transcription}))
+    assert settings.prompt == transcription["prompt"]
+    assert len(settings.keywords) == 300
+    words = settings.hotwords.split(" ")
+    assert (len(words), words[0], words[-1]) == (256, "k0", "k255")
+    only_prompt = parsed(update({"transcription": {"prompt": transcription["prompt"]}}))
+    assert only_prompt.hotwords == "词"
 
 
 @pytest.mark.parametrize("event_id", ["e" * 513, "\ud800"], ids=["long", "surrogate"])

@@ -174,18 +174,16 @@ def test_a_new_rate_mid_turn_finishes_the_old_resampler_first() -> None:
         (
             {
                 "type": "transcription",
-                "audio": {"input": {"turn_detection": {"silence_duration_ms": 0}}},
+                "audio": {"input": {"turn_detection": {"silence_duration_ms": -1}}},
             },
             "silence_duration_ms",
         ),
         (
             {
                 "type": "transcription",
-                "audio": {
-                    "input": {"transcription": {"prompt": " ".join(f"w{n}" for n in range(2000))}}
-                },
+                "audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": 1}}},
             },
-            "prompt",
+            "eagerness",
         ),
         ({"type": "transcription", "audio": []}, "audio"),
     ],

@@ -225,7 +225,7 @@ def test_bad_events_get_error_events_and_the_session_goes_on(checksums: Gateway)
                     "type": "session.update",
                     "session": {
                         "type": "transcription",
-                        "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
+                        "audio": {"input": {"turn_detection": {"type": "magic_vad"}}},
                     },
                 },
                 "invalid_value",
