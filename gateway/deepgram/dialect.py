@@ -210,8 +210,9 @@ class ListenDialect:
                 return []
             case Finalize():
                 outputs = self.stream.finalize()
-                if not outputs:  # nothing open to end: the answer is ours, at once
-                    await self._send_message(self.results.finalize_answer())
+                if not outputs:  # nothing open to end: the answer is ours, in its turn
+                    for answer in self.results.finalize_unopened():
+                        await self._send_message(answer)
                 return outputs
             case CloseStream():
                 self._closing = True

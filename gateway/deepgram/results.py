@@ -9,8 +9,12 @@ Per utterance (``gateway.deepgram.stream``):
   (``online``), the utterance's final result is, with its streaming text;
 - the utterance's final result is ``speech_final`` where a pause ended it, and
   ``from_finalize`` where the client's ``Finalize`` did;
-- ``UtteranceEnd`` (with ``utterance_end_ms``) once the audio has gone that long past the
-  last final word with no word since.
+- ``UtteranceEnd`` (with ``utterance_end_ms``) once decoding has gone that long past the
+  last final word with no word since: by the audio decoded (each chunk's result says where
+  its audio ends), not the audio taken, whose words may still be on their way.
+
+A ``Finalize`` with nothing open to end is answered with an empty final ``Results`` after
+every utterance before it has had its own, in the stream's order, as Deepgram answers.
 
 A streaming engine's texts are each result's new text (``text_is_delta``, Paraformer's) or
 the text so far (the checksum engine's): the interim transcript is their concatenation or
@@ -57,6 +61,7 @@ class _Texts:
 
     pieces: list[str] = field(default_factory=list)
     settled_s: float = 0.0  # where its final text so far ends, seconds into the stream
+    decoded_s: float = 0.0  # where the audio its results cover ends, seconds into the stream
 
 
 class ListenResults:
@@ -72,6 +77,8 @@ class ListenResults:
         self._texts: dict[str, _Texts] = {}
         self._last_word_end: float | None = None
         self._utterance_end_due = False  # a final word since the last UtteranceEnd, none after
+        self._decoded_s = 0.0  # how far the results have covered the stream's audio
+        self._finalize_answers_owed = 0  # Finalizes with nothing open, behind utterances
 
     @property
     def answered(self) -> bool:
@@ -83,7 +90,12 @@ class ListenResults:
         utterance = self._stream.utterances.get(wav_name) if isinstance(wav_name, str) else None
         if utterance is None or frame.get("is_end"):
             return []
-        texts = self._texts.setdefault(utterance.wav_name, _Texts(settled_s=utterance.start_s))
+        start = utterance.start_s
+        texts = self._texts.setdefault(utterance.wav_name, _Texts(settled_s=start, decoded_s=start))
+        audio_end_ms = frame.get("audio_end_ms")
+        if isinstance(audio_end_ms, int):
+            texts.decoded_s = max(texts.decoded_s, start + audio_end_ms / 1000)
+            self._decoded_s = max(self._decoded_s, texts.decoded_s)
         text = frame.get("text")
         text = text if isinstance(text, str) else ""
         last = frame.get("is_final") is True  # the utterance's final result
@@ -101,8 +113,13 @@ class ListenResults:
             elif text and self._params.interim_results:
                 messages.append(self._interim(texts))
         if last:
+            self._decoded_s = max(self._decoded_s, utterance.end_s)
             del self._stream.utterances[utterance.wav_name]
             del self._texts[utterance.wav_name]
+            if self.answered:
+                for _ in range(self._finalize_answers_owed):
+                    messages.append(self.finalize_answer())
+                self._finalize_answers_owed = 0
         return messages + self.tick()
 
     def tick(self) -> list[Message]:
@@ -111,7 +128,7 @@ class ListenResults:
         gap_ms = self._params.utterance_end_ms
         if gap_ms is None or not self._utterance_end_due or self._last_word_end is None:
             return []
-        if self._stream.position_s - self._last_word_end < gap_ms / 1000:
+        if self._decoded_s - self._last_word_end < gap_ms / 1000:
             return []
         self._utterance_end_due = False
         return [
@@ -122,8 +139,15 @@ class ListenResults:
             }
         ]
 
+    def finalize_unopened(self) -> list[Message]:
+        """A ``Finalize`` with no utterance open: nothing to decode. Its empty answer goes
+        now if every utterance before it is answered, else after the last of them."""
+        if self.answered:
+            return [self.finalize_answer()]
+        self._finalize_answers_owed += 1
+        return []
+
     def finalize_answer(self) -> Message:
-        """A ``Finalize`` with no utterance open: nothing to decode, answered at once."""
         position = self._stream.position_s
         return self._results([], "", position, position, is_final=True, from_finalize=True)
 
@@ -138,7 +162,7 @@ class ListenResults:
 
     def _interim(self, texts: _Texts) -> Message:
         transcript = "".join(texts.pieces)
-        start, end = texts.settled_s, max(texts.settled_s, self._stream.position_s)
+        start, end = texts.settled_s, max(texts.settled_s, texts.decoded_s)
         words = timed_words(transcript, start, end)
         return self._results(words, self._shown(transcript, words), start, end, is_final=False)
 
@@ -147,8 +171,8 @@ class ListenResults:
     ) -> Message:
         start = texts.settled_s
         # The utterance's end is known at its last result; an earlier sentence's end is
-        # its last word's, or where the audio taken so far reaches.
-        end = utterance.end_s if last else max(start, self._stream.position_s)
+        # its last word's, or where the audio decoded so far reaches.
+        end = utterance.end_s if last else max(start, texts.decoded_s)
         words = timed_words(text, start, end, _token_times(timestamp), utterance.start_s)
         if words and not last:
             end = max(start, words[-1].end)

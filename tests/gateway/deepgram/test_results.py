@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -41,16 +42,21 @@ def _frame(
     return {"wav_name": wav_name, "mode": mode, "text": text, "is_final": final, **extra}
 
 
+def _transcript(message: dict[str, object]) -> object:
+    channel: Any = message["channel"]
+    return channel["alternatives"][0]["transcript"]
+
+
 def test_partials_then_a_final_sentence_timed_by_its_tokens_and_ended_by_a_pause() -> None:
     stream, results = _session(interim_results=True, punctuate=True)
     stream.take_audio(ENDED)  # the pause ends utterance u1 where the audio ends
     (u1,) = stream.utterances.values()
     assert u1.ending == "pause"
-    assert results.result(_frame("u1", "2pass-online", "你好")) == [
+    assert results.result(_frame("u1", "2pass-online", "你好", audio_end_ms=600)) == [
         {
             "type": "Results",
             "channel_index": [0, 1],
-            "duration": CUT_S,  # the audio so far; no token times: spread over it
+            "duration": 0.6,  # the audio its chunk covers; no token times: spread over it
             "start": 0.0,
             "is_final": False,
             "speech_final": False,
@@ -63,14 +69,14 @@ def test_partials_then_a_final_sentence_timed_by_its_tokens_and_ended_by_a_pause
                             {
                                 "word": "你",
                                 "start": 0.0,
-                                "end": 0.66,
+                                "end": 0.3,
                                 "confidence": 0.0,
                                 "punctuated_word": "你",
                             },
                             {
                                 "word": "好",
-                                "start": 0.66,
-                                "end": 1.32,
+                                "start": 0.3,
+                                "end": 0.6,
                                 "confidence": 0.0,
                                 "punctuated_word": "好",
                             },
@@ -108,30 +114,44 @@ def test_without_punctuate_the_transcript_is_bare_words_and_interims_are_not_sen
     assert (final["speech_final"], final["from_finalize"]) == (False, True)
 
 
-def test_an_utterance_end_once_the_audio_is_past_the_last_final_word_with_none_since() -> None:
+def test_an_utterance_end_once_decoding_is_past_the_last_final_word_with_none_since() -> None:
     stream, results = _session(interim_results=True, utterance_end_ms=1000)
     stream.take_audio(ENDED)
     results.result(_frame("u1", "2pass-offline", "好", final=True, timestamp="[[200, 800]]"))
-    assert results.tick() == []  # 1.32 s of audio: 0.52 s past the word's end
-    stream.take_audio(bytes(16000))  # 0.5 s more: 1.02 s past it
-    assert results.tick() == [{"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": 0.8}]
-    stream.take_audio(PAUSE)
-    assert results.tick() == []  # once per gap
+    assert results.tick() == []  # decoded to 1.32 s: 0.52 s past the word's end
+    stream.take_audio(bytes(3 * 32000))
+    assert results.tick() == []  # the audio taken is far past it, but not decoded yet
+    # u2's first chunk decoded, no word in it: decoding is 1.12 s past the last word.
+    assert results.result(_frame("u2", "2pass-online", "", audio_end_ms=600)) == [
+        {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": 0.8}
+    ]
+    assert results.result(_frame("u2", "2pass-online", "", audio_end_ms=1200)) == []  # once
 
 
 def test_a_word_after_the_last_final_one_puts_the_utterance_end_off() -> None:
     stream, results = _session(interim_results=True, utterance_end_ms=1000)
     stream.take_audio(ENDED)
     results.result(_frame("u1", "2pass-offline", "好", final=True, timestamp="[[200, 800]]"))
-    stream.take_audio(SPEECH)  # the next utterance's speech, partly decoded
-    assert results.result(_frame("u2", "2pass-online", "再")) != []
-    stream.take_audio(PAUSE)
-    assert [m for m in results.tick() if m["type"] == "UtteranceEnd"] == []
+    stream.take_audio(SPEECH + PAUSE)
+    (interim,) = results.result(_frame("u2", "2pass-online", "再", audio_end_ms=600))
+    assert interim["type"] == "Results"
+    assert results.result(_frame("u2", "2pass-online", "", audio_end_ms=1200)) == []
 
 
-def test_a_finalize_with_nothing_open_is_answered_at_once() -> None:
+def test_a_finalize_with_nothing_open_is_answered_after_the_utterances_before_it() -> None:
+    stream, results = _session()
+    stream.take_audio(ENDED)  # u1 ended by the pause, its final still to come
+    assert stream.finalize() == []  # nothing open
+    assert results.finalize_unopened() == []  # owed, behind u1's final
+    messages = results.result(_frame("u1", "2pass-offline", "好", final=True))
+    shown = [(m["from_finalize"], _transcript(m)) for m in messages]
+    assert shown == [(False, "好"), (True, "")]
+
+
+def test_a_finalize_with_nothing_open_and_nothing_owed_is_answered_at_once() -> None:
     stream, results = _session()
     stream.take_audio(ENDED)  # ended by the pause; nothing open now
+    results.result(_frame("u1", "2pass-offline", "好", final=True))
     assert stream.finalize() == []
-    answer = results.finalize_answer()
+    (answer,) = results.finalize_unopened()
     assert (answer["is_final"], answer["from_finalize"], answer["start"]) == (True, True, CUT_S)
