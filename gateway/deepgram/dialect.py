@@ -30,7 +30,7 @@ from urllib.parse import parse_qs
 import anyio
 from starlette.responses import JSONResponse
 from starlette.types import Message, Scope
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.deepgram.control import (
     CloseStream,
@@ -49,7 +49,7 @@ from gateway.session.closing import CLOSE_GRACE_S, close_reason
 from gateway.session.entry import refused_handshake, serve_new_session
 from gateway.session.resume.resumes import owner_of
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.transport import Transport, transport_of
+from gateway.session.translated import TranslatedConnection
 from shared.engines import Role
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
@@ -97,9 +97,9 @@ async def serve_listen(
     await dialect.closed()
 
 
-class ListenDialect:
+class ListenDialect(TranslatedConnection):
     """One connection's translation: ``receive`` and ``send`` are the ASGI callables of the
-    FunASR session's WebSocket."""
+    FunASR session's WebSocket (``gateway.session.translated``)."""
 
     def __init__(
         self,
@@ -110,11 +110,9 @@ class ListenDialect:
         params: ListenParams,
         request_id: str,
     ) -> None:
+        super().__init__(websocket)
         settings = serving.settings
-        self._websocket = websocket
         self._metrics = metrics
-        # gateway.session.transport finds uvicorn's transport through ``receive.__self__``.
-        self.transport: Transport | None = transport_of(websocket)
         self._created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         self._max_frame_bytes = settings.max_frame_bytes
         self.stream = ListenStream(
@@ -133,7 +131,6 @@ class ListenDialect:
             pool.engine or "unknown",
         )
         self.results = ListenResults(self.stream, params, info, text_is_delta=pool.text_is_delta)
-        self._send_lock = anyio.Lock()
         self._pending: deque[ToSession] = deque(self.stream.start())
         self._unheard = _NO_AUDIO  # a message's audio not yet decoded: a piece at a time
         rate = settings.max_frames_per_s
@@ -142,15 +139,6 @@ class ListenDialect:
         self._closing = False  # CloseStream: Metadata and the close once all is answered
         self._answered = anyio.Event()
         self._closed = False
-        self._last_frame: str | None = None
-        self._unsent: deque[dict[str, object]] = deque()
-
-    def funasr_websocket(self) -> WebSocket:
-        """The session's side: a WebSocket already accepted, as the real one is."""
-        inner = WebSocket(self._websocket.scope, self.receive, self.send)
-        inner.client_state = WebSocketState.CONNECTED
-        inner.application_state = WebSocketState.CONNECTED
-        return inner
 
     # -- the client's messages, as FunASR frames ------------------------------------------
 
@@ -170,7 +158,7 @@ class ListenDialect:
                 return {"type": "websocket.receive", "bytes": output.data}
             if self._closing:
                 await self._answered.wait()
-                await self._send_message(self._metadata())
+                await self._send_event(self._metadata())
                 await self._close(CLOSE_NORMAL, "")
                 return {"type": "websocket.disconnect", "code": CLOSE_NORMAL}
             message = None
@@ -212,7 +200,7 @@ class ListenDialect:
                 outputs = self.stream.finalize()
                 if not outputs:  # nothing open to end: the answer is ours, in its turn
                     for answer in self.results.finalize_unopened():
-                        await self._send_message(answer)
+                        await self._send_event(answer)
                 return outputs
             case CloseStream():
                 self._closing = True
@@ -221,7 +209,7 @@ class ListenDialect:
                 return outputs
             case Configure(keyterms=keyterms):
                 outputs = self.stream.configure(keyterms)
-                await self._send_message(
+                await self._send_event(
                     {
                         "type": "ConfigureSuccess",
                         "request_id": self.results.model.request_id,
@@ -249,31 +237,17 @@ class ListenDialect:
         if self.stream.params.vad_events:
             for seconds in starts:
                 event = {"type": "SpeechStarted", "channel": [0], "timestamp": round(seconds, 3)}
-                await self._send_message(event)
+                await self._send_event(event)
         for message in self.results.tick():
-            await self._send_message(message)
+            await self._send_event(message)
 
     # -- FunASR frames, as Deepgram's messages ----------------------------------------------
 
-    async def send(self, message: Message) -> None:
-        if message["type"] != "websocket.send":
-            async with self._send_lock:  # the session's close, after its last frame
-                if not self._closed:
-                    self._closed = True
-                    await self._websocket.send(message)
-            return
-        text = message.get("text")
-        if text is None:
-            return  # the session sends no binary frames
-        # A frame whose send was cancelled is sent again at the close: what of its messages
-        # had not gone out goes then.
-        if self._last_frame != text:
-            self._last_frame = text
-            self._unsent = deque(self._translate(json.loads(text)))
-        while self._unsent:
-            await self._send_message(self._unsent[0])
-            self._unsent.popleft()
-        self._check_answered()
+    async def _pass_close(self, message: Message) -> None:
+        async with self._send_lock:  # the session's close, unless ours came first
+            if not self._closed:
+                self._closed = True
+                await self._websocket.send(message)
 
     def _translate(self, frame: dict[str, object]) -> list[dict[str, object]]:
         if frame.get("type") == "error":
@@ -281,16 +255,19 @@ class ListenDialect:
             return [_error("SessionError", str(frame.get("message")))]
         return self.results.result(frame)
 
+    def _frame_sent(self) -> None:
+        self._check_answered()
+
     def _check_answered(self) -> None:
         if self._closing and self.results.answered:
             self._answered.set()
 
     # -- helpers --------------------------------------------------------------------------
 
-    async def _send_message(self, message: dict[str, object]) -> None:
+    async def _send_event(self, event: dict[str, object]) -> None:
         async with self._send_lock:
             if not self._closed:
-                await self._websocket.send_text(json.dumps(message, ensure_ascii=False))
+                await self._websocket.send_text(json.dumps(event, ensure_ascii=False))
 
     def _metadata(self) -> dict[str, object]:
         info = self.results.model
@@ -311,20 +288,20 @@ class ListenDialect:
     async def _refuse_message(self, error: ControlError) -> None:
         self._invalid += 1
         self._metrics.listen_errors.labels("schema").inc()
-        await self._send_message(_error("SchemaError", error.message, error.original))
+        await self._send_event(_error("SchemaError", error.message, error.original))
 
     async def _close_idle(self) -> Message:
         """Deepgram's timeout: no audio and no message for ``IDLE_S``."""
         self._metrics.listen_errors.labels("NET-0001").inc()
         reason = "NET-0001: no audio or message within 10 s"
-        await self._send_message(_error("NetworkError", reason))
+        await self._send_event(_error("NetworkError", reason))
         await self._close(CLOSE_IDLE, reason)
         return {"type": "websocket.disconnect", "code": CLOSE_IDLE}
 
     async def _close_for(self, error: GatewayError) -> Message:
         """End the connection ourselves; the session behind sees the client gone."""
         self._metrics.listen_errors.labels(str(error.close_code)).inc()
-        await self._send_message(_error(type(error).__name__, error.message))
+        await self._send_event(_error(type(error).__name__, error.message))
         await self._close(error.close_code, error.message)
         return {"type": "websocket.disconnect", "code": error.close_code}
 

@@ -14,52 +14,19 @@ audio (``consecutive``): nothing lost, nothing counted twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 
-import anyio
 import httpx
-import numpy as np
-import numpy.typing as npt
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common.gateway import NO_DEFLATE, Gateway, serve_blocking
+from bench.common.gateway import Gateway
+from tests.helpers.agents import KEY, Samples
 from tests.helpers.checksums import checksum
+from tests.helpers.live_gateway import assert_ended_quietly as ended_quietly
 from tests.helpers.realtime_audio import pool_audio, wav_file
-from tests.helpers.timing import within
 
-KEY = "deepgram-agents-key"
-CHECKSUM_ENV = {
-    **NO_DEFLATE,  # as the README serves
-    "ASR_MODEL": "checksum",
-    "ASR_DEVICES": "cpu",
-    "ASR_API_KEYS": KEY,
-}
 RATE = 16_000  # the pool's
-SETTLE_TIMEOUT_S = 10.0
 MIN_PAUSE_S = 0.3  # the shortest pause that ends an utterance (docs/deepgram.md, endpointing)
-Samples = npt.NDArray[np.int16]
-
-
-@contextmanager
-def listen_gateway(folder: Path) -> Iterator[Gateway]:
-    with serve_blocking(CHECKSUM_ENV, folder / "server.log", ready_timeout=60) as server:
-        yield server
-
-
-def speech(rng: np.random.Generator, seconds: float, rate: int) -> Samples:
-    """Loud noise: speech to an energy endpointer (about -18 dBFS)."""
-    return (rng.standard_normal(round(seconds * rate)) * 4000).astype(np.int16)
-
-
-def hush(rng: np.random.Generator, seconds: float, rate: int) -> Samples:
-    """A quiet room (about -50 dBFS): under the endpointer's -40 dBFS, yet not zeros."""
-    return (rng.standard_normal(round(seconds * rate)) * 100).astype(np.int16)
-
-
-def silence(seconds: float, rate: int) -> Samples:
-    return np.zeros(round(seconds * rate), dtype=np.int16)
 
 
 def pcm(samples: Samples) -> bytes:
@@ -110,18 +77,5 @@ def listen_errors(server: Gateway) -> float:
 
 
 async def assert_ended_quietly(server: Gateway, since: int) -> None:
-    """``tests.helpers.live_gateway.assert_ended_quietly`` with the key (/readyz says how many
-    sessions are open only to a client with one): wait until the server holds no session,
-    then check its log since ``since``: no session closed with an error code, no
-    traceback."""
-    with within(SETTLE_TIMEOUT_S):
-        async with httpx.AsyncClient(
-            base_url=server.http, headers=HEADERS, trust_env=False
-        ) as http:
-            while True:
-                if not (await http.get("/readyz")).json()["sessions"]["active"]:
-                    break
-                await anyio.sleep(0.05)
-    log = server.output()[since:]
-    assert "closing a session" not in log, log
-    assert "Traceback" not in log, log
+    """``tests.helpers.live_gateway.assert_ended_quietly``, with the key."""
+    await ended_quietly(server, since, HEADERS)

@@ -72,11 +72,17 @@ def log_mark(server: Gateway) -> int:
     return len(server.output())
 
 
-async def assert_ended_quietly(server: Gateway, since: int) -> str:
+async def assert_ended_quietly(
+    server: Gateway, since: int, headers: dict[str, str] | None = None
+) -> str:
     """Wait until the server holds no session, then check its log since ``since``: no
-    session closed with an error code, no traceback. Returns that part of the log."""
+    session closed with an error code, no traceback. Returns that part of the log.
+    ``headers``: a key, where the server has ASR_API_KEYS (/readyz says how many sessions
+    are open only to a client with one)."""
     with within(SETTLE_TIMEOUT_S):
-        async with httpx.AsyncClient(base_url=server.http, trust_env=False) as http:
+        async with httpx.AsyncClient(
+            base_url=server.http, headers=headers, trust_env=False
+        ) as http:
             while True:
                 if not (await http.get("/readyz")).json()["sessions"]["active"]:
                     break

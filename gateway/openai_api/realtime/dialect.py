@@ -33,7 +33,6 @@ and ``.updated``, the buffer's ``speech_started``, ``speech_stopped``, ``committ
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
@@ -43,7 +42,7 @@ from typing import Literal
 import anyio
 from starlette.responses import JSONResponse
 from starlette.types import Message, Scope
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.audio.resample import resampled_bytes
 from gateway.limits.rate import TokenBucket, frame_cost, text_cost
@@ -75,7 +74,7 @@ from gateway.session.closing import CLOSE_GRACE_S, close_reason
 from gateway.session.entry import refused_handshake, serve_new_session
 from gateway.session.resume.resumes import owner_of
 from gateway.session.serving import ServedModel, Serving
-from gateway.session.transport import Transport, transport_of
+from gateway.session.translated import TranslatedConnection
 from shared.engines import Role
 from shared.errors import (
     CLOSE_POLICY_VIOLATION,
@@ -136,10 +135,10 @@ async def serve_realtime(
     await serve_new_session(serving, dialect.funasr_websocket(), metrics, owner, model)
 
 
-class RealtimeDialect:
+class RealtimeDialect(TranslatedConnection):
     """One connection's translation. ``receive`` and ``send`` are the ASGI callables of the
     FunASR session's WebSocket: it reads FunASR frames made from the client's events and
-    writes FunASR frames that become server events."""
+    writes FunASR frames that become server events (``gateway.session.translated``)."""
 
     def __init__(
         self,
@@ -149,17 +148,14 @@ class RealtimeDialect:
         url_model: ServedModel | None = None,
         url_name: str = "",
     ) -> None:
+        super().__init__(websocket)
         settings = serving.settings
         self._serving = serving
         self._url_model = url_model
         self._model = url_model or serving.default
-        self._websocket = websocket
         self._metrics = metrics
-        # gateway.session.transport finds uvicorn's transport through ``receive.__self__``.
-        self.transport: Transport | None = transport_of(websocket)
         self._session_id = f"sess_{secrets.token_hex(12)}"
         self._ids = EventIds(self._session_id)
-        self._send_lock = anyio.Lock()
         self._pending: deque[Output] = deque()
         self._started = False
         self._invalid_events = 0
@@ -179,15 +175,6 @@ class RealtimeDialect:
             max_frame_bytes=settings.max_frame_bytes,
         )
         self._transcripts = Transcripts(self._buffer, text_is_delta=pool.text_is_delta)
-        self._last_frame: str | None = None
-        self._unsent_events: deque[Event] = deque()
-
-    def funasr_websocket(self) -> WebSocket:
-        """The session's side: a WebSocket already accepted, as the real one is."""
-        inner = WebSocket(self._websocket.scope, self.receive, self.send)
-        inner.client_state = WebSocketState.CONNECTED
-        inner.application_state = WebSocketState.CONNECTED
-        return inner
 
     # -- the client's events, as FunASR frames ---------------------------------------------
 
@@ -292,25 +279,9 @@ class RealtimeDialect:
         await refuse(self._websocket, error, self._metrics, lock=self._send_lock)
         return {"type": "websocket.disconnect", "code": error.close_code}
 
-    # -- FunASR frames, as server events -----------------------------------------------------
-
-    async def send(self, message: Message) -> None:
-        if message["type"] == "websocket.send":
-            text = message.get("text")
-            if text is None:
-                return  # the session sends no binary frames
-            # A frame whose send was cancelled is sent again at the close (the session's
-            # pending frames): what of its events had not gone out goes then, though
-            # Transcripts has moved on (a completed item is forgotten).
-            if self._last_frame != text:
-                self._last_frame = text
-                self._unsent_events = deque(self._translate(json.loads(text)))
-            while self._unsent_events:
-                await self._send_event(self._unsent_events[0])
-                self._unsent_events.popleft()
-            return
-        async with self._send_lock:  # the close, after the session's last frame
-            await self._websocket.send(message)
+    # -- FunASR frames, as server events (sent by TranslatedConnection.send) --------------------
+    # A frame sent again at the close sends what of its events had not gone out, though
+    # Transcripts has moved on (a completed item is forgotten).
 
     def _translate(self, frame: dict[str, object]) -> list[Event]:
         if frame.get("type") == "error":

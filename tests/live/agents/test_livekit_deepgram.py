@@ -59,21 +59,17 @@ from livekit.agents import stt
 from livekit.plugins import deepgram
 
 from bench.common.gateway import Gateway
+from tests.helpers.agents import KEY, Samples, checksum_gateway, silence, speech
 from tests.helpers.checksums import checksum
 from tests.helpers.deepgram_agents import (
-    KEY,
     MIN_PAUSE_S,
     RATE,
-    Samples,
     assert_ended_quietly,
     consecutive,
     listen_errors,
-    listen_gateway,
     pcm,
     samples_in,
-    silence,
     sixteen_k,
-    speech,
 )
 from tests.helpers.live_gateway import log_mark
 from tests.helpers.timing import within
@@ -89,7 +85,7 @@ Kind = stt.SpeechEventType
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with listen_gateway(tmp_path_factory.mktemp("livekit-deepgram")) as server:
+    with checksum_gateway(tmp_path_factory.mktemp("livekit-deepgram")) as server:
         yield server
 
 

@@ -61,22 +61,17 @@ from pipecat.services.deepgram.stt import DeepgramSTTService
 from pipecat.workers.runner import WorkerRunner
 
 from bench.common.gateway import Gateway
+from tests.helpers.agents import KEY, Samples, checksum_gateway, hush, silence, speech
 from tests.helpers.checksums import checksum
 from tests.helpers.deepgram_agents import (
-    KEY,
     MIN_PAUSE_S,
     RATE,
-    Samples,
     assert_ended_quietly,
     consecutive,
-    hush,
     listen_errors,
-    listen_gateway,
     pcm,
     samples_in,
-    silence,
     sixteen_k,
-    speech,
 )
 from tests.helpers.live_gateway import log_mark
 from tests.helpers.timing import within
@@ -93,7 +88,7 @@ TURN_TIMEOUT_S = 10.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with listen_gateway(tmp_path_factory.mktemp("pipecat-deepgram")) as server:
+    with checksum_gateway(tmp_path_factory.mktemp("pipecat-deepgram")) as server:
         yield server
 
 
