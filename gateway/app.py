@@ -40,6 +40,7 @@ from uvicorn.logging import DefaultFormatter
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.deepgram.dialect import serve_listen
 from gateway.files.endpoint import transcribe
+from gateway.funasr.corrections import Rule, load_hotword_rules
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
@@ -152,13 +153,15 @@ class Gateway:
         keep_secrets_out_of_logs()
         try:
             settings = self._settings or GatewaySettings.from_env(self._environ)
+            # Read before any model loads: a bad file stops the start at once, naming its line.
+            hotword_rules = load_hotword_rules(settings.hotword_rules_file)
         except ValueError as exc:
             raise StartupError(f"invalid settings: {exc}") from None
         try:
             # Every model's pools: loaded at once, stopped when serving ends.
             async with (
                 served_models(settings.model_table, self.metrics) as models,
-                self._serve_models(settings, models),
+                self._serve_models(settings, models, hotword_rules),
             ):
                 yield
         except ModelLoadError as exc:
@@ -166,7 +169,10 @@ class Gateway:
 
     @asynccontextmanager
     async def _serve_models(
-        self, settings: GatewaySettings, models: dict[str, ServedModel]
+        self,
+        settings: GatewaySettings,
+        models: dict[str, ServedModel],
+        hotword_rules: tuple[Rule, ...],
     ) -> AsyncIterator[None]:
         admission = Admission(settings.max_sessions)
         for model in models.values():
@@ -208,7 +214,14 @@ class Gateway:
                         settings.max_parked_per_client,
                     )
                     self._serving = Serving(
-                        settings, models, admission, clients, limiter, budget, resumes
+                        settings,
+                        models,
+                        admission,
+                        clients,
+                        limiter,
+                        budget,
+                        resumes,
+                        hotword_rules,
                     )
                     signals = SignalDrain() if self._wrap_signals else None
                     with signals or contextlib.nullcontext():

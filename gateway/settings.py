@@ -106,6 +106,8 @@ class GatewaySettings:
     # Offline utterances, uploads and 2pass sentences are decoded in segments of at most
     # this (FunASR's VAD: max_single_segment_time, 60 s), cut at pauses: gateway.audio.segment.
     max_segment_s: float = setting(table.MAX_SEGMENT_SECONDS)
+    # A file of wrong=>right text corrections for every result (read when serving starts).
+    hotword_rules_file: str | None = setting(table.HOTWORD_RULES)
     # The audio all sessions together may hold in the gateway (offline utterances, 2pass
     # sentences) before new sessions are refused with 1013: gateway.limits.budget.
     max_buffered_s: float = computed(table.MAX_BUFFERED_SECONDS, lambda: default_max_buffered_s())

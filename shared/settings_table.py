@@ -566,6 +566,15 @@ ENDPOINT_ENERGY_DBFS = Setting(
     "2pass: the RMS level (dBFS, 30 ms frames) above which a frame is speech",
 )
 
+HOTWORD_RULES = Setting(
+    "ASR_HOTWORD_RULES",
+    OrNone(Text("a file")),
+    None,
+    "text corrections of every result, partials too: a file of `wrong=>right` lines (`#`"
+    " comments), applied with each session's own (a hotword written `wrong=>right`) and its"
+    " Chinese hotwords' pinyin matching (docs/protocol.md, hotwords)",
+)
+
 MODEL_CACHE = Setting(
     "ASR_MODEL_CACHE",
     Text("a directory"),

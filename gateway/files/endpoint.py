@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 
 import anyio
@@ -28,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from gateway.audio.segment import Speech
 from gateway.files.disconnect import while_connected
 from gateway.files.request import TranscribeError, decode_wav, duration_s, read_audio, refusal_for
+from gateway.funasr.corrections import Corrections, split_hotwords
 from gateway.funasr.results import stamp_sent, tag_fields
 from gateway.funasr.speaker_labels import turns_json
 from gateway.limits.access import check_handshake
@@ -193,7 +195,23 @@ async def transcribe_with_speakers(
     speakers: bool,
 ) -> tuple[Decoded, tuple[SpeakerTurn, ...] | None]:
     """The transcript, and where asked the speaker turns, found at the same time (the
-    speaker pool's workers are not the decoder's)."""
+    speaker pool's workers are not the decoder's); its text corrected by the hotwords'
+    rules and pinyin (``gateway.funasr.corrections``), which never reach the model."""
+    corrections = Corrections.of(options.hotwords, serving.hotword_rules)
+    options = replace(options, hotwords=split_hotwords(options.hotwords)[0])
+    transcript, turns = await _transcribe_with_speakers(serving, model, samples, options, speakers)
+    if corrections:
+        transcript = replace(transcript, text=corrections.apply(transcript.text))
+    return transcript, turns
+
+
+async def _transcribe_with_speakers(
+    serving: Serving,
+    model: ServedModel,
+    samples: npt.NDArray[np.int16],
+    options: StreamOptions,
+    speakers: bool,
+) -> tuple[Decoded, tuple[SpeakerTurn, ...] | None]:
     if not speakers:
         return await transcribe_file(serving, model, samples, options), None
     speaker_pool, vad_pool = model.companion(Role.SPEAKER), model.companion(Role.VAD)

@@ -11,6 +11,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Literal, TypeVar
 
 from gateway.audio.pcm import BYTES_PER_SAMPLE, MAX_AUDIO_FS, MIN_AUDIO_FS
+from gateway.funasr.corrections import split_hotwords
 from gateway.funasr.fields import int_in, is_int, read_bool, read_text
 from gateway.funasr.hotwords import parse_hotwords
 from shared.errors import ProtocolError
@@ -68,7 +69,7 @@ class SessionConfig:
             chunk_size=self.chunk_size,
             encoder_chunk_look_back=self.encoder_chunk_look_back,
             decoder_chunk_look_back=self.decoder_chunk_look_back,
-            hotwords=self.hotwords,
+            hotwords=split_hotwords(self.hotwords)[0],  # its rules correct text, not decodes
             itn=self.itn,
             language=self.svs_lang,
             model_itn=self.svs_itn,

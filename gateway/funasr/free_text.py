@@ -26,6 +26,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
+from gateway.funasr.corrections import RULE_ARROW
 from gateway.funasr.fields import refuse_constant
 from shared.messages import MAX_HOTWORD_CHARS, MAX_HOTWORDS, MAX_HOTWORDS_BYTES
 
@@ -81,6 +82,10 @@ def _weighted_words(prompt: str) -> list[str] | None:
 def _words(texts: Iterable[str]) -> Iterator[str]:
     for text in texts:
         for run in _RUN.finditer(text):
+            if RULE_ARROW in run.group():  # a correction rule, "wrong=>right": kept whole
+                if _fits(run.group()):
+                    yield run.group()
+                continue
             for piece in _cut_at_cjk_marks(run.group()):
                 word = piece.strip(_EDGE_MARKS)
                 if word and _fits(word):

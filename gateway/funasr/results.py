@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
+from gateway.funasr.corrections import Corrections
 from gateway.funasr.speaker_labels import sentence_speakers, turns_json
 from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamResult
 
@@ -183,6 +184,8 @@ class Label:
     mode: str  # the session's mode: online, offline, 2pass
     wav_name: str
     acknowledge: bool = False  # the end asked for the end-of-input acknowledgement
+    # Its hotwords' corrections of every result's text (gateway.funasr.corrections).
+    corrections: Corrections = field(default_factory=Corrections)
 
 
 class ResultFrames(Protocol):
@@ -251,12 +254,13 @@ class Partials:
         if not (result.text or is_final or self.timing):
             return []
         extra = timing_fields(result, worker)
+        text = self.label.corrections.apply(result.text)
         if self.timing and self._chunk_bytes and not result.is_final:
             end = self._origin_bytes + (result.seq + 1) * self._chunk_bytes
             extra["audio_end_ms"] = end * 1000 // BYTES_PER_SECOND
         frame = result_message(
             mode=self.mode,
-            text=result.text,
+            text=text,
             wav_name=self.label.wav_name,
             is_final=is_final,
             extra=extra,
@@ -350,7 +354,7 @@ class WholeText:
             extra.update(tag_fields(self._tags))
         frame = result_message(
             mode=self.mode,
-            text=join_texts(self._texts),
+            text=self.label.corrections.apply(join_texts(self._texts)),
             wav_name=self.label.wav_name,
             is_final=self.final,
             extra=extra,

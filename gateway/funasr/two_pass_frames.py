@@ -70,8 +70,8 @@ class SentencePartials(Partials):
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         frames = super().push(result, worker)
-        if frames:
-            self._shown.sent(self._sentence, result.text)
+        if frames:  # as sent: corrected
+            self._shown.sent(self._sentence, self.label.corrections.apply(result.text))
         return frames
 
 

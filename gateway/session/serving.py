@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.funasr.corrections import Rule
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
@@ -58,6 +59,8 @@ class Serving:
     transcriptions: TranscriptionLimiter
     budget: AudioBudget  # the audio all sessions hold in this process
     resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resume.resumes)
+    # The server's text corrections of every result (ASR_HOTWORD_RULES, read at start).
+    hotword_rules: tuple[Rule, ...] = ()
 
     def model(self, name: str | None) -> ServedModel:
         """The model ``name`` names (None: the default), or ``UnknownModelError``."""

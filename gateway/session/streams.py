@@ -137,6 +137,7 @@ class SessionStreams:
             endpoint=settings.endpoint,
             whole_text_is_delta=self._pools[Pool.WHOLE].text_is_delta,
             speakers=Pool.SPEAKER in self._pools,
+            hotword_rules=self._serving.hotword_rules,
         )
 
     async def carry_out(self, utterance: Utterance, actions: list[Action]) -> None:

@@ -229,6 +229,11 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_ENDPOINT_SILENCE_MS": ("500", lambda s: s.endpoint.silence_ms, 500),
     "ASR_ENDPOINT_MIN_SPEECH_MS": ("120", lambda s: s.endpoint.min_speech_ms, 120),
     "ASR_ENDPOINT_ENERGY_DBFS": ("-35.5", lambda s: s.endpoint.energy_dbfs, -35.5),
+    "ASR_HOTWORD_RULES": (
+        "/etc/asr/rules.txt",
+        lambda s: s.hotword_rules_file,
+        "/etc/asr/rules.txt",
+    ),
     "ASR_MODEL_CACHE": ("/tmp/models", lambda s: s.pool.model_cache_dir, "/tmp/models"),
 }
 

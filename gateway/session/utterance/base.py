@@ -11,6 +11,7 @@ from gateway.audio.endpointer import EndpointSettings
 from gateway.audio.resample import PcmResampler
 from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
+from gateway.funasr.corrections import Corrections, Rule
 from gateway.funasr.results import Label
 from gateway.session.utterance.actions import Action
 from gateway.whole.vad import VadEvent
@@ -28,6 +29,8 @@ class UtteranceSettings:
     whole_text_is_delta: bool
     # The session's model has a speaker pool (ASR_SPEAKER_MODEL): offline ``spk`` is served.
     speakers: bool = False
+    # The server's text corrections (ASR_HOTWORD_RULES), beside each utterance's own.
+    hotword_rules: tuple[Rule, ...] = ()
 
 
 class Utterance(ABC):
@@ -42,7 +45,9 @@ class Utterance(ABC):
     def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
         self.config = config
         self.settings = settings
-        self.label = Label(config.mode, config.wav_name)
+        self.label = Label(
+            config.mode, config.wav_name, corrections=self._corrections(config.hotwords)
+        )
         self._resampler = PcmResampler(config.audio_fs) if config.audio_fs != SAMPLE_RATE else None
 
     def start(self) -> list[Action]:
@@ -55,8 +60,13 @@ class Utterance(ABC):
 
     def update(self, config: SessionConfig) -> None:
         """From now on: the name on frames, the hotwords of the decodes to come."""
+        if config.hotwords != self.config.hotwords:
+            self.label.corrections = self._corrections(config.hotwords)
         self.config = config
         self.label.wav_name = config.wav_name
+
+    def _corrections(self, hotwords: tuple[str, ...]) -> Corrections:
+        return Corrections.of(hotwords, self.settings.hotword_rules)
 
     def end(self) -> list[Action]:
         actions = self._audio(self._resampler.flush()) if self._resampler is not None else []

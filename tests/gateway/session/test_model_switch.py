@@ -54,7 +54,11 @@ class TwoModels:
             max_segment_bytes=SETTINGS.max_segment_bytes, endpoint=SETTINGS.endpoint
         )
         serving = SimpleNamespace(
-            default=self.models["a"], model=model, settings=settings, budget=AudioBudget(1 << 30)
+            default=self.models["a"],
+            model=model,
+            settings=settings,
+            budget=AudioBudget(1 << 30),
+            hotword_rules=(),
         )
         self.events_in, events = anyio.create_memory_object_stream[Event](8)
         self.outbox = Outbox()

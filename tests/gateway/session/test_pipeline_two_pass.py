@@ -35,7 +35,9 @@ class Session:
         settings = SimpleNamespace(
             max_segment_bytes=SETTINGS.max_segment_bytes, endpoint=SETTINGS.endpoint
         )
-        serving = SimpleNamespace(default=model, settings=settings, budget=AudioBudget(1 << 30))
+        serving = SimpleNamespace(
+            default=model, settings=settings, budget=AudioBudget(1 << 30), hotword_rules=()
+        )
         self.events_in, events = anyio.create_memory_object_stream[Event](8)
         self.outbox = Outbox()
         self.done = 0
