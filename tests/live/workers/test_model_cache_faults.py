@@ -7,6 +7,7 @@ and the start after it, with room, serves."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,37 +84,58 @@ EXPORT = """
 import shutil
 
 async def main():
-    cache, model = sys.argv[1], sys.argv[2]
-    shutil.copytree(SOURCE, model, ignore=shutil.ignore_patterns("onnx-gateway"))
-    settings = PoolSettings(
-        model=model, model_cache_dir=cache, devices=("cpu",), runtime="onnx"
-    )
-    error, left, served, roomy_s = await start_twice(settings, cache, "16m")
-    report(error=error, left=left, served=served, roomy_s=roomy_s)
+    cache, pages = sys.argv[1], int(sys.argv[2])
+    cases = {}
+    for room_pages in map(int, sys.argv[3].split(",")):
+        # The tmpfs holds the model and room_pages pages more; the next case starts afresh.
+        size = f"{4 * (pages + room_pages)}k"
+        subprocess.run(["mount", "-o", f"remount,size={size}", cache], check=True)
+        model = os.path.join(cache, f"model-{room_pages}")
+        shutil.copytree(SOURCE, model, ignore=shutil.ignore_patterns("onnx-gateway"))
+        settings = PoolSettings(
+            model=model, model_cache_dir=cache, devices=("cpu",), runtime="onnx"
+        )
+        error, left, served, roomy_s = await start_twice(settings, cache, "16m")
+        cases[room_pages] = dict(model=model, error=error, left=left, served=served)
+        shutil.rmtree(model)
+    report(cases=cases)
 
 if __name__ == "__main__":
     anyio.run(main)
 """
+ROOM_PAGES = (16, 200, 267)
+
+
+@pytest.fixture(scope="module")
+def export_faults(tmp_path_factory: pytest.TempPathFactory, tiny_streaming_model: Path) -> Any:
+    """Every room size's case, in one fresh process (one import of torch and funasr for
+    the three), each on a tmpfs of the model's pages and that many more."""
+    tmp_path = tmp_path_factory.mktemp("export-faults")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    pages = sum(-(-p.stat().st_size // 4096) for p in tiny_streaming_model.iterdir() if p.is_file())
+    script = LISTING + EXPORT.replace("SOURCE", repr(str(tiny_streaming_model)))
+    room = ",".join(map(str, ROOM_PAGES))
+    completed = run_script(
+        script,
+        tmp_path,
+        tmpfs={str(cache): f"{4 * pages}k"},
+        args=[str(cache), str(pages), room],
+        timeout=600,
+    )
+    return findings(completed)["cases"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("room_pages", [16, 200, 267])
+@pytest.mark.parametrize("room_pages", ROOM_PAGES)
 def test_no_room_for_the_onnx_export_fails_start_up_in_one_line(
-    room_pages: int, tmp_path: Path, tiny_streaming_model: Path
+    room_pages: int, export_faults: Any
 ) -> None:
     """Room for the model and ``room_pages`` pages more (tmpfs counts whole pages): the
     export fails writing its first graph (16), its second (200: the encoder's 188 pages
     and the positional table's one are written) or its manifest (267: both graphs are)."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    pages = sum(-(-p.stat().st_size // 4096) for p in tiny_streaming_model.iterdir() if p.is_file())
-    size = f"{4 * (pages + room_pages)}k"
-    script = LISTING + EXPORT.replace("SOURCE", repr(str(tiny_streaming_model)))
-    model = cache / "model"
-    completed = run_script(
-        script, tmp_path, tmpfs={str(cache): size}, args=[str(cache), str(model)], timeout=300
-    )
-    found = findings(completed)
+    found = export_faults[str(room_pages)]
+    model = found["model"]
     error = found["error"]
     assert error is not None
     assert "\n" not in error
@@ -121,8 +143,9 @@ def test_no_room_for_the_onnx_export_fails_start_up_in_one_line(
     assert "No space left on device" in error
     # Whatever the failed export left, no manifest vouches for it: the next start exports
     # again instead of loading it.
-    assert "model/onnx-gateway/manifest.json" not in found["left"]
-    assert not [name for name in found["left"] if "tmp" in name]
+    name = Path(model).name
+    assert f"{name}/onnx-gateway/manifest.json" not in found["left"]
+    assert not [entry for entry in found["left"] if "tmp" in entry]
     assert found["served"] is True
 
 
