@@ -47,8 +47,15 @@ from typing import Literal
 from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SentenceStamp, SpeakerTurn
 
-ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
-RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "verbose_json", "vtt")
+ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt", "diarized_json"]
+RESPONSE_FORMATS: tuple[ResponseFormat, ...] = (
+    "json",
+    "text",
+    "srt",
+    "verbose_json",
+    "vtt",
+    "diarized_json",
+)
 Granularity = Literal["segment", "word"]
 GRANULARITIES: tuple[Granularity, ...] = ("segment", "word")
 JSON_MEDIA_TYPE = "application/json"
@@ -160,6 +167,8 @@ def render(
             return Rendered(vtt(transcript), VTT_MEDIA_TYPE)
         case "verbose_json":
             return Rendered(_json(verbose_json(transcript, granularities)), JSON_MEDIA_TYPE)
+        case "diarized_json":
+            return Rendered(_json(diarized_json(transcript)), JSON_MEDIA_TYPE)
 
 
 def timecode(ms: int, separator: str) -> str:
@@ -212,6 +221,46 @@ def verbose_json(
         ]
     body["usage"] = usage(transcript.duration_s)
     return body
+
+
+def diarized_json(transcript: FileTranscript) -> dict[str, object]:
+    """OpenAI's ``TranscriptionDiarized`` (``gpt-4o-transcribe-diarize``): a segment per
+    sentence (cue), each with its speaker as OpenAI names them when no known speaker is
+    given: capital letters in the order they first speak (A, B, ... Z, AA ...)."""
+    cues = transcript.cues
+    turns = transcript.speaker_turns or ()
+    speakers = sentence_speakers([(cue.start_ms, cue.end_ms) for cue in cues], turns)
+    letters: dict[int, str] = {}
+    segments = []
+    for index, (cue, speaker) in enumerate(zip(cues, speakers, strict=True)):
+        letter = letters.setdefault(speaker, speaker_letter(len(letters)))
+        segments.append(
+            {
+                "type": "transcript.text.segment",
+                "id": f"seg_{index}",
+                "start": cue.start_ms / 1000,
+                "end": cue.end_ms / 1000,
+                "text": cue.text,
+                "speaker": letter,
+            }
+        )
+    return {
+        "task": "transcribe",
+        "duration": transcript.duration_s,
+        "text": transcript.text,
+        "segments": segments,
+        "usage": usage(transcript.duration_s),
+    }
+
+
+def speaker_letter(order: int) -> str:
+    """The ``order``-th speaker's letters: A ... Z, then AA, AB ... (as spreadsheets)."""
+    letters = ""
+    order += 1
+    while order:
+        order, rest = divmod(order - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
 
 
 def words_of(segment: TimedSegment) -> list[tuple[str, tuple[int, int]]]:

@@ -18,8 +18,9 @@ field                       here
                             ASR_OFFLINE_MODEL is set, else the streaming pool's model), so code
                             written for OpenAI runs unchanged; any other name is a 404
                             ``model_not_found``: a typo is told, not silently served
-``response_format``         ``json`` (default), ``text``, ``srt``, ``vtt``, ``verbose_json``;
-                            ``diarized_json`` (or any other) is a 400: no speakers are told apart
+``response_format``         ``json`` (default), ``text``, ``srt``, ``vtt``, ``verbose_json``,
+                            ``diarized_json`` (speakers told apart by CAM++, letters A, B ...;
+                            needs a speaker model, else 400 ``no_speaker_model``)
 ``timestamp_granularities`` ``segment`` and/or ``word``, for ``verbose_json`` (ignored otherwise,
                             as OpenAI documents them). ``word`` gives ``words`` from the model's
                             token times; a model without them (the checksum engine, a plain
@@ -205,12 +206,14 @@ def parse_request(form: Form, served: Collection[str]) -> TranscriptionRequest:
         hotwords=_hotwords(form),
         stream=_stream(form.text("stream")),
         itn=parse_itn_field(form.text("itn")),
-        speakers=_speakers(form),
+        # diarized_json is who said what: speakers told apart, asked or not.
+        speakers=_speakers(form) or response_format == "diarized_json",
     )
 
 
 def _speakers(form: Form) -> bool:
     speakers = parse_speakers_field(form.text("speakers"), form.text("spk"))
+    speakers = speakers or form.text("response_format") == "diarized_json"
     if speakers and _stream(form.text("stream")):
         raise TranscribeError(
             400,

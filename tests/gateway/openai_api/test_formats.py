@@ -4,6 +4,8 @@ SDK reads the bytes we stream (its ``Stream`` over an in-memory transport)."""
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import httpx2
 import openai
@@ -23,8 +25,10 @@ from gateway.openai_api.formats import (
     TimedSegment,
     compression_ratio,
     delta_event,
+    diarized_json,
     done_event,
     render,
+    speaker_letter,
     srt,
     sse,
     timecode,
@@ -33,6 +37,7 @@ from gateway.openai_api.formats import (
     words_of,
 )
 from gateway.openai_api.transcriptions import TranscriptionRequest, parse_request
+from shared.messages import SpeakerTurn
 
 TWO = FileTranscript(
     text="你好 hello world",
@@ -254,7 +259,7 @@ def test_a_request_takes_openais_fields() -> None:
     [
         ({}, 400, "bad_model"),
         ({"model": "whisper-9"}, 404, "model_not_found"),
-        ({"response_format": "diarized_json"}, 400, "bad_response_format"),
+        ({"response_format": "xml_json"}, 400, "bad_response_format"),
         ({"timestamp_granularities[]": ["segment", "char"]}, 400, "bad_timestamp_granularities"),
         ({"temperature": "hot"}, 400, "bad_temperature"),
         ({"temperature": "nan"}, 400, "bad_temperature"),
@@ -288,3 +293,46 @@ def test_a_prompt_is_free_text_never_refused() -> None:
     kept = ("Acme", "Cloud", "A", "call", "about", "a", "refund", "退款", "and", "w0")
     assert hotwords[: len(kept)] == kept
     assert len(hotwords) == 256
+
+
+def test_diarized_json_is_openais_shape_with_speakers_lettered_in_order_of_speech() -> None:
+    # The second speaker (1) speaks first: letters go by order of speech, not by number.
+    turns = (SpeakerTurn(0, 2000, 1), SpeakerTurn(3400, 4300, 0))
+    body = diarized_json(replace(TWO, speaker_turns=turns))
+    assert body == {
+        "task": "transcribe",
+        "duration": TWO.duration_s,
+        "text": TWO.text,
+        "segments": [
+            {
+                "type": "transcript.text.segment",
+                "id": "seg_0",
+                "start": 0.12,
+                "end": 0.73,
+                "text": "你好",
+                "speaker": "A",
+            },
+            {
+                "type": "transcript.text.segment",
+                "id": "seg_1",
+                "start": 3.5,
+                "end": 4.25,
+                "text": "hello world",
+                "speaker": "B",
+            },
+        ],
+        "usage": {"type": "duration", "seconds": math.ceil(TWO.duration_s)},
+    }
+    assert render(TWO, "diarized_json").media_type == "application/json"
+
+
+def test_speaker_letters_go_on_past_z() -> None:
+    assert [speaker_letter(n) for n in (0, 1, 25, 26, 27, 701, 702)] == [
+        "A",
+        "B",
+        "Z",
+        "AA",
+        "AB",
+        "ZZ",
+        "AAA",
+    ]

@@ -151,6 +151,29 @@ def test_openais_sdk_reads_a_speaker_on_each_segment(
             )
 
 
+def test_openais_sdk_reads_diarized_json_with_speakers_as_letters(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    """``gpt-4o-transcribe-diarize``'s format: a segment per sentence, each speaker a letter
+    in the order they first speak; the same sentences and the same turns as our answer."""
+    with openai.OpenAI(base_url=server.http + "/v1", api_key="k", max_retries=0) as client:
+        diarized = client.audio.transcriptions.create(
+            model="gpt-4o-transcribe-diarize",
+            file=("talk.wav", wav(AUDIO)),
+            response_format="diarized_json",
+        )
+    assert diarized.text == answer["text"]
+    assert [s.text for s in diarized.segments] != []
+    expected: dict[int, str] = {}
+    for sentence in answer["sentences"]:
+        expected.setdefault(sentence["spk"], "ABCDEFGH"[len(expected)])
+    assert [s.speaker for s in diarized.segments] == [
+        expected[s["spk"]] for s in answer["sentences"]
+    ]
+    assert len(set(expected)) > 1  # the voices were told apart: a test that can fail
+    assert [s.id for s in diarized.segments] == [f"seg_{n}" for n in range(len(diarized.segments))]
+
+
 def offline_session(server: Gateway, **fields: object) -> list[dict[str, Any]]:
     """A FunASR offline session over a real socket: every frame up to the final, or the
     error frame and the close."""

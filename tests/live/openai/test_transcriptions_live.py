@@ -256,7 +256,7 @@ def test_an_unknown_model_is_not_found(client: openai.OpenAI) -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"response_format": "diarized_json"}, "response_format"),
+        ({"response_format": "xml_json"}, "response_format"),
         ({"timestamp_granularities": ["sentence"]}, "timestamp_granularities"),
         ({"temperature": 2.0}, "temperature"),
     ],
