@@ -157,8 +157,10 @@ class ListenDialect(TranslatedConnection):
                     return {"type": "websocket.receive", "text": output.text}
                 return {"type": "websocket.receive", "bytes": output.data}
             if self._closing:
-                await self._answered.wait()
-                await self._send_event(self._metadata())
+                gone = await self._answers_or_departure()
+                if gone is not None:
+                    return gone  # the session stops its work for a client that left
+                await self._send_metadata()
                 await self._close(CLOSE_NORMAL, "")
                 return {"type": "websocket.disconnect", "code": CLOSE_NORMAL}
             message = None
@@ -177,6 +179,24 @@ class ListenDialect(TranslatedConnection):
                     return await self._close_for(too_many)
             except GatewayError as error:  # a limit of ours: the session ends
                 return await self._close_for(error)
+
+    async def _answers_or_departure(self) -> Message | None:
+        """After ``CloseStream``: wait for every final result, reading (and ignoring) what
+        the client still sends meanwhile; its disconnect, if it leaves first."""
+        gone: Message | None = None
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            nonlocal gone
+            while (message := await self._websocket.receive())["type"] != "websocket.disconnect":
+                pass
+            gone = message
+            scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch, group.cancel_scope)
+            await self._answered.wait()
+            group.cancel_scope.cancel()
+        return gone
 
     async def _take(self, message: Message) -> list[ToSession]:
         """One client message: what it asks of the session, in order."""
@@ -268,6 +288,13 @@ class ListenDialect(TranslatedConnection):
         async with self._send_lock:
             if not self._closed:
                 await self._websocket.send_text(json.dumps(event, ensure_ascii=False))
+
+    async def _send_metadata(self) -> None:
+        """The closing ``Metadata``; a client gone by then is no error of ours."""
+        try:
+            await self._send_event(self._metadata())
+        except (RuntimeError, OSError, WebSocketDisconnect):
+            pass
 
     def _metadata(self) -> dict[str, object]:
         info = self.results.model

@@ -199,35 +199,27 @@ async def transcribe_with_speakers(
     rules and pinyin (``gateway.funasr.corrections``), which never reach the model."""
     corrections = Corrections.of(options.hotwords, serving.hotword_rules)
     options = replace(options, hotwords=split_hotwords(options.hotwords)[0])
-    transcript, turns = await _transcribe_with_speakers(serving, model, samples, options, speakers)
+    turns: tuple[SpeakerTurn, ...] | None = None
+    if not speakers:
+        transcript = await transcribe_file(serving, model, samples, options)
+    else:
+        speaker_pool, vad_pool = model.companion(Role.SPEAKER), model.companion(Role.VAD)
+        assert speaker_pool is not None, "check_speakers refused the request"
+        assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
+        try:
+            # One VAD pass: its regions cut the segments and feed the speakers.
+            speech = await speech_regions(vad_pool, pcm_of(samples))
+            transcript, turns = await with_speaker_turns(
+                lambda: transcribe_file(serving, model, samples, options, speech),
+                speaker_pool,
+                speech,
+                samples,
+            )
+        except GatewayError as error:
+            raise refusal_for(error) from None
     if corrections:
         transcript = replace(transcript, text=corrections.apply(transcript.text))
     return transcript, turns
-
-
-async def _transcribe_with_speakers(
-    serving: Serving,
-    model: ServedModel,
-    samples: npt.NDArray[np.int16],
-    options: StreamOptions,
-    speakers: bool,
-) -> tuple[Decoded, tuple[SpeakerTurn, ...] | None]:
-    if not speakers:
-        return await transcribe_file(serving, model, samples, options), None
-    speaker_pool, vad_pool = model.companion(Role.SPEAKER), model.companion(Role.VAD)
-    assert speaker_pool is not None, "check_speakers refused the request"
-    assert vad_pool is not None, "a speaker model needs a VAD model (the settings say so)"
-    try:
-        # One VAD pass: its regions cut the segments and feed the speakers.
-        speech = await speech_regions(vad_pool, pcm_of(samples))
-        return await with_speaker_turns(
-            lambda: transcribe_file(serving, model, samples, options, speech),
-            speaker_pool,
-            speech,
-            samples,
-        )
-    except GatewayError as error:
-        raise refusal_for(error) from None
 
 
 async def transcribe(

@@ -192,12 +192,12 @@ class Corrections:
             if (len(fuzzy.word) - 1) / len(fuzzy.word) >= PINYIN_SIMILARITY:
                 self._by_second.setdefault(_sound_key(fuzzy.syllables[1]), []).append(fuzzy)
 
-    @classmethod
-    def of(cls, hotwords: Sequence[str], server_rules: Sequence[Rule] = ()) -> Corrections:
-        words, rules = split_hotwords(hotwords)
-        # The server's first: a session's rules cannot push them past MAX_RULES (a
-        # session's own rule for the same text wins, for that session).
-        return cls((*server_rules, *rules), words)
+    @staticmethod
+    def of(hotwords: Sequence[str], server_rules: Sequence[Rule] = ()) -> Corrections:
+        """A session's corrections: its hotwords' and the server's rules. Made once per
+        hotword set (an utterance starts at every Deepgram pause; the rules' pattern and
+        the hotwords' pinyin are not made again for each); ``apply`` changes nothing."""
+        return _corrections(tuple(hotwords), tuple(server_rules))
 
     def __bool__(self) -> bool:
         return bool(self._pattern is not None or self._fuzzy)
@@ -245,3 +245,11 @@ class Corrections:
                 out.append(best[1].word)
                 at += len(best[1].word)
         return "".join(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _corrections(hotwords: tuple[str, ...], server_rules: tuple[Rule, ...]) -> Corrections:
+    words, rules = split_hotwords(hotwords)
+    # The server's first: a session's rules cannot push them past MAX_RULES (a session's
+    # own rule for the same text wins, for that session).
+    return Corrections((*server_rules, *rules), words)

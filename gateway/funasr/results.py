@@ -248,6 +248,7 @@ class Partials:
         self.timing = timing
         self._chunk_bytes = chunk_bytes
         self._origin_bytes = origin_bytes
+        self.last_text = ""  # the last result's text as its frame carried it (corrected)
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         is_final = self.final and result.is_final
@@ -255,6 +256,7 @@ class Partials:
             return []
         extra = timing_fields(result, worker)
         text = self.label.corrections.apply(result.text)
+        self.last_text = text  # as sent
         if self.timing and self._chunk_bytes and not result.is_final:
             end = self._origin_bytes + (result.seq + 1) * self._chunk_bytes
             extra["audio_end_ms"] = end * 1000 // BYTES_PER_SECOND

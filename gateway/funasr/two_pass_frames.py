@@ -70,8 +70,8 @@ class SentencePartials(Partials):
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         frames = super().push(result, worker)
-        if frames:  # as sent: corrected
-            self._shown.sent(self._sentence, self.label.corrections.apply(result.text))
+        if frames:
+            self._shown.sent(self._sentence, self.last_text)
         return frames
 
 

@@ -7,7 +7,7 @@ exact to the byte, refusals and close codes in milliseconds."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import numpy as np
@@ -15,9 +15,20 @@ import pytest
 
 from gateway.deepgram import dialect
 from gateway.deepgram.dialect import serve_listen
+from gateway.limits.model_places import ModelPlaces
+from gateway.session.serving import ServedModel
 from gateway.settings import GatewaySettings
+from shared.messages import StreamOptions
 from tests.helpers.realtime_audio import noise, pool_audio, silence, wav_file, wav_payload
-from tests.helpers.session_harness import Connection, checksum_text, harness_serving, served
+from tests.helpers.session_harness import (
+    Connection,
+    EchoPool,
+    EchoStream,
+    checksum_text,
+    harness_serving,
+    served,
+)
+from workers.pool import WorkerPool
 
 pytestmark = pytest.mark.anyio
 
@@ -181,3 +192,30 @@ async def test_a_finalize_with_nothing_said_is_answered_from_finalize() -> None:
         await _close_stream(client)
     assert (answer["is_final"], answer["from_finalize"]) == (True, True)
     assert answer["channel"]["alternatives"][0]["transcript"] == checksum_text(b"")
+
+
+class _Unanswered(EchoStream):
+    """A stream whose final result never comes: a decode still running."""
+
+    async def finish(self, audio: Any = b"") -> None:
+        self.finished = True
+
+
+class _SlowPool(EchoPool):
+    def open_stream(self, options: StreamOptions | None = None) -> EchoStream:
+        stream = _Unanswered(len(self.streams), options or StreamOptions())
+        self.streams.append(stream)
+        return stream
+
+
+async def test_a_client_gone_after_close_stream_stops_the_wait_and_the_work() -> None:
+    pool = _SlowPool()
+    model = ServedModel("slow", cast(WorkerPool, pool), {}, ModelPlaces("slow", None))
+    serving = harness_serving(models={"slow": model})
+    async with served(serve_listen, serving, path=PATH, query="") as client:
+        await _send(client, SPEECH.tobytes())
+        await client.send_json({"type": "CloseStream"})
+        await client.disconnect(1006)  # before the final result it asked for
+    (stream,) = pool.streams
+    assert stream.closed  # its stream given up: no decode goes on for nobody
+    assert serving.admission.active == 0
