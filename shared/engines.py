@@ -61,7 +61,12 @@ class EngineCapabilities:
     utterance's decode, and results before it carry no text. ``timestamps``: final results
     carry each token's time. ``hotwords``: the stream's hotwords change what it decodes.
     ``languages``: it takes the stream's language, has its own ITN (``StreamOptions``), and
-    tags its results (``StreamResult.tags``).
+    tags its results (``StreamResult.tags``). ``regions``: a stream is one speech region,
+    decoded again as it grows (streaming SenseVoice): the gateway opens one per region it
+    finds, in every mode, so that no stream's decode outgrows a region. ``session_places``:
+    the gateway-wide session places (ASR_MAX_SESSIONS) a session of this engine takes, its
+    bounded cost in streams of a streaming Paraformer's (admission counts it before it
+    admits).
     """
 
     text_is_delta: bool
@@ -69,3 +74,5 @@ class EngineCapabilities:
     timestamps: bool = False
     hotwords: bool = False
     languages: bool = False
+    regions: bool = False
+    session_places: int = 1

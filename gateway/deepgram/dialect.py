@@ -130,7 +130,9 @@ class ListenDialect(TranslatedConnection):
             model.name,
             pool.engine or "unknown",
         )
-        self.results = ListenResults(self.stream, params, info, text_is_delta=pool.text_is_delta)
+        # A re-decoding model's frames add text too, or revise (gateway.funasr.running_text).
+        adds = pool.text_is_delta or pool.regions
+        self.results = ListenResults(self.stream, params, info, text_is_delta=adds)
         self._pending: deque[ToSession] = deque(self.stream.start())
         self._unheard = _NO_AUDIO  # a message's audio not yet decoded: a piece at a time
         rate = settings.max_frames_per_s

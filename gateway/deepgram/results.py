@@ -18,7 +18,8 @@ every utterance before it has had its own, in the stream's order, as Deepgram an
 
 A streaming engine's texts are each result's new text (``text_is_delta``, Paraformer's) or
 the text so far (the checksum engine's): the interim transcript is their concatenation or
-the last.
+the last. A frame marked ``revised`` (a re-decoding model's, ``gateway.funasr.running_text``)
+replaces the interim transcript.
 """
 
 from __future__ import annotations
@@ -105,12 +106,15 @@ class ListenResults:
         elif frame.get("resent") is True:
             texts.pieces = [text] if text else []  # the later sentences' partials, again
         else:
-            if text:
+            if frame.get("revised") is True:
+                texts.pieces = [text] if text else []
+                self._utterance_end_due = False
+            elif text:
                 self._take_partial(texts, text)
             if last:
                 streamed = "".join(texts.pieces)
                 messages.append(self._final(utterance, texts, streamed, None, last))
-            elif text and self._params.interim_results:
+            elif (text or frame.get("revised") is True) and self._params.interim_results:
                 messages.append(self._interim(texts))
         if last:
             self._decoded_s = max(self._decoded_s, utterance.end_s)

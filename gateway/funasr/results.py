@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
 from gateway.funasr.corrections import Corrections
+from gateway.funasr.running_text import RunningText
 from gateway.funasr.speaker_labels import sentence_speakers, turns_json
 from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamResult
 
@@ -241,6 +242,7 @@ class Partials:
         timing: bool,
         chunk_bytes: int = 0,
         origin_bytes: int = 0,
+        running: RunningText | None = None,
     ) -> None:
         self.mode = mode
         self.label = label
@@ -248,18 +250,24 @@ class Partials:
         self.timing = timing
         self._chunk_bytes = chunk_bytes
         self._origin_bytes = origin_bytes
+        # The engine's results are running values (``gateway.funasr.running_text``): the
+        # utterance's text as shown so far, across its regions' passes.
+        self.running = running
         self.last_text = ""  # the last result's text as its frame carried it (corrected)
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
-        is_final = self.final and result.is_final
-        if not (result.text or is_final or self.timing):
+        text, revised, is_final = self._frame_text(result)
+        if not (text or is_final or self.timing or revised):
             return []
         extra = timing_fields(result, worker)
-        text = self.label.corrections.apply(result.text)
         self.last_text = text  # as sent
         if self.timing and self._chunk_bytes and not result.is_final:
             end = self._origin_bytes + (result.seq + 1) * self._chunk_bytes
             extra["audio_end_ms"] = end * 1000 // BYTES_PER_SECOND
+        if result.decoded.tags is not None:
+            extra.update(tag_fields(result.decoded.tags))
+        if revised:
+            extra["revised"] = True
         frame = result_message(
             mode=self.mode,
             text=text,
@@ -268,6 +276,14 @@ class Partials:
             extra=extra,
         )
         return [frame]
+
+    def _frame_text(self, result: StreamResult) -> tuple[str, bool, bool]:
+        """The frame's text (corrected), whether it revises the text shown, and whether it
+        is the utterance's final result."""
+        text = self.label.corrections.apply(result.text)
+        if self.running is not None:
+            return self.running.take(text, result.is_final)
+        return text, False, self.final and result.is_final
 
     def finish(self) -> list[str]:
         return []

@@ -20,6 +20,7 @@ the offline texts alone: nothing it was shown is lost, nothing is shown twice.
 from __future__ import annotations
 
 from gateway.funasr.results import Label, Partials, WholeText, result_message
+from gateway.funasr.running_text import running_frame_text
 from shared.messages import StreamResult
 
 
@@ -34,6 +35,17 @@ class ShownPartials:
         if text:
             self._texts.setdefault(sentence, []).append(text)
 
+    def text_of(self, sentence: int) -> str:
+        return "".join(self._texts.get(sentence, ()))
+
+    def revise(self, sentence: int, text: str) -> str:
+        """``sentence``'s partial text is now ``text``, sent whole in a revising frame: the
+        client's online text that frame replaces, which it carries (the earlier unsettled
+        sentences' partials, then ``text``; no later sentence has partials yet, as the
+        streaming passes are relayed in order)."""
+        self._texts[sentence] = [text]
+        return "".join(text for texts in self._texts.values() for text in texts)
+
     def settle(self, sentence: int) -> str:
         """``sentence``'s offline frame goes out, which clears a client's online text:
         forget its partials (and any earlier sentence's), and return the later sentences'
@@ -45,7 +57,10 @@ class ShownPartials:
 
 class SentencePartials(Partials):
     """Sentence ``sentence``'s streaming pass: ``2pass-online`` frames, never final, whose
-    texts ``shown`` records as they go out."""
+    texts ``shown`` records as they go out. ``running``: the engine's results are the
+    sentence's text so far (``gateway.funasr.running_text``): a result that extends what
+    was shown of it goes as its new end, another whole, as a revising frame that carries
+    the client's whole online text."""
 
     def __init__(
         self,
@@ -56,6 +71,7 @@ class SentencePartials(Partials):
         timing: bool,
         chunk_bytes: int,
         origin_bytes: int,
+        running: bool = False,
     ) -> None:
         super().__init__(
             "2pass-online",
@@ -67,12 +83,18 @@ class SentencePartials(Partials):
         )
         self._shown = shown
         self._sentence = sentence
+        self._running_values = running
 
-    def push(self, result: StreamResult, worker: int) -> list[str]:
-        frames = super().push(result, worker)
-        if frames:
-            self._shown.sent(self._sentence, self.last_text)
-        return frames
+    def _frame_text(self, result: StreamResult) -> tuple[str, bool, bool]:
+        text = self.label.corrections.apply(result.text)
+        if not self._running_values:
+            self._shown.sent(self._sentence, text)
+            return text, False, False
+        added, revised = running_frame_text(self._shown.text_of(self._sentence), text)
+        if revised:
+            return self._shown.revise(self._sentence, text), True, False
+        self._shown.sent(self._sentence, added)
+        return added, False, False
 
 
 class SentenceText(WholeText):

@@ -136,6 +136,7 @@ class SessionStreams:
             max_segment_bytes=settings.max_segment_bytes,
             endpoint=settings.endpoint,
             whole_text_is_delta=self._pools[Pool.WHOLE].text_is_delta,
+            streaming_regions=self._pools[Pool.STREAMING].regions,
             speakers=Pool.SPEAKER in self._pools,
             hotword_rules=self._serving.hotword_rules,
         )

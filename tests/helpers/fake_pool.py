@@ -67,6 +67,7 @@ class FakeStream:
 
 class FakePool:
     text_is_delta = False
+    regions = False
 
     def __init__(self) -> None:
         self.streams: list[FakeStream] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from shared.engines import EngineName, Runtime
+from shared.engines import EngineName, Role, Runtime
 from shared.messages import EngineSpec
 from workers.engines.base import Engine
 from workers.engines.kinds import ENGINES, KindRow
@@ -73,10 +73,11 @@ def load_engine(spec: EngineSpec) -> Engine:
     return engine
 
 
-def select_engine(kind: KindRow, runtime: Runtime) -> EngineName:
-    """The engine that serves a model of ``kind`` under ``runtime`` (``ASR_RUNTIME``): its
-    own for that runtime, else the next in the runtime's line (``RUNTIME_FALLBACKS``)."""
-    engine = kind.engine(runtime)
+def select_engine(kind: KindRow, runtime: Runtime, role: Role | None = None) -> EngineName:
+    """The engine that serves a model of ``kind`` under ``runtime`` (``ASR_RUNTIME``), in
+    ``role`` (a kind may serve two: SenseVoice streams too): its own for that runtime, else
+    the next in the runtime's line (``RUNTIME_FALLBACKS``)."""
+    engine = kind.engine(runtime, role)
     if engine is None:
         raise ValueError(f"a {kind.name} model is served inside another's engine, not alone")
     return engine

@@ -69,6 +69,14 @@ ENGINES: Mapping[EngineName, EngineRow] = {
         exported=True,
         onnxruntime=True,
     ),
+    "sensevoice-streaming": EngineRow(
+        "workers.engines.sensevoice.streaming:SenseVoiceStreamingEngine"
+    ),
+    "sensevoice-streaming-onnx": EngineRow(
+        "workers.engines.sensevoice.streaming:SenseVoiceStreamingOnnxEngine",
+        exported=True,
+        onnxruntime=True,
+    ),
     "campplus": EngineRow("workers.engines.campplus.engine:CamppEngine"),
 }
 
@@ -84,7 +92,9 @@ class KindRow:
     short names for it, to the hub's model ids. ``synthetic``: its random-weight builds by
     name (``synthetic-NAME:SIZE``), each ``module:function`` taking ``(out_dir, size,
     seed)``; the first is what ``synthetic:SIZE`` builds for its role, where it is the first
-    kind of that role.
+    kind of that role. ``streaming``: an offline kind that also serves as a streaming model,
+    decoded again as it grows (``workers.engines.sensevoice.streaming``): its engine for that
+    role under each runtime.
     """
 
     name: str
@@ -99,12 +109,18 @@ class KindRow:
     # it predicts each token's time.
     hotwords: bool = False
     token_times: bool = False
+    streaming: Mapping[Runtime, EngineName] = field(default_factory=dict)
 
-    def engine(self, runtime: Runtime) -> EngineName | None:
-        """Its engine under ``runtime``, or the next runtime's in that one's line."""
+    def serves(self, role: Role) -> bool:
+        return role == self.role or (role == Role.STREAMING and bool(self.streaming))
+
+    def engine(self, runtime: Runtime, role: Role | None = None) -> EngineName | None:
+        """Its engine under ``runtime`` (in ``role``, where it has more than one), or the
+        next runtime's in that one's line."""
+        engines = self.streaming if role == Role.STREAMING and role != self.role else self.engines
         for fallback in RUNTIME_FALLBACKS[runtime]:
-            if fallback in self.engines:
-                return self.engines[fallback]
+            if fallback in engines:
+                return engines[fallback]
         return None
 
 
@@ -179,6 +195,7 @@ KINDS: tuple[KindRow, ...] = (
         {"sensevoice": "iic/SenseVoiceSmall", "SenseVoiceSmall": "iic/SenseVoiceSmall"},
         {"sensevoice": f"{_SYNTHETIC}.sensevoice:build_sensevoice_dir"},
         "SenseVoiceSmall",
+        streaming={"torch": "sensevoice-streaming", "onnx": "sensevoice-streaming-onnx"},
     ),
     KindRow(
         "fsmn-vad",
@@ -220,9 +237,10 @@ def _check(kinds: tuple[KindRow, ...]) -> None:
     for kind in kinds:
         assert kind.name not in names, f"kind {kind.name} twice"
         names.add(kind.name)
-        for engine in kind.engines.values():
+        for engine in (*kind.engines.values(), *kind.streaming.values()):
             assert engine in ENGINES, f"kind {kind.name}: no engine {engine}"
-        assert set(kind.engines) <= set(RUNTIMES), f"kind {kind.name}: a runtime unknown"
+        for engines in (kind.engines, kind.streaming):
+            assert set(engines) <= set(RUNTIMES), f"kind {kind.name}: a runtime unknown"
         assert not builds & set(kind.synthetic), f"kind {kind.name}: a build named twice"
         builds |= set(kind.synthetic)
         assert not classes & set(kind.classes), f"kind {kind.name}: a class twice"
@@ -242,7 +260,8 @@ def kind_named(name: str) -> KindRow | None:
 
 
 def kinds_for(role: Role) -> tuple[KindRow, ...]:
-    return tuple(kind for kind in KINDS if kind.role == role)
+    """The kinds that serve ``role``: their own, or the streaming one they also serve."""
+    return tuple(kind for kind in KINDS if kind.serves(role))
 
 
 def synthetic_builds() -> dict[str, str]:

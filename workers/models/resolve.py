@@ -164,7 +164,7 @@ def _from_directory(path: Path, name: str, role: Role = Role.STREAMING) -> Resol
         raise WorkerLoadError(f"{variable}={name}: {path} has no config.yaml")
     found = model_class(path)
     kind = kind_of_class(found)
-    if kind is None or kind.role != role:
+    if kind is None or not kind.serves(role):
         fits = kinds_for(role)
         what = " or ".join(kind.description for kind in fits if kind.classes)
         supported = ", ".join(c for kind in fits for c in kind.classes)

@@ -359,6 +359,11 @@ class WorkerPool:
         return self._capabilities is not None and self._capabilities.text_is_delta
 
     @property
+    def regions(self) -> bool:
+        """Whether each stream is one speech region (``EngineCapabilities.regions``)."""
+        return self._capabilities is not None and self._capabilities.regions
+
+    @property
     def engine(self) -> EngineName | None:
         """The engine the workers run, by the name they report (``paraformer-onnx`` under
         ASR_RUNTIME=onnx; a user's engine's own ``name``); ``None`` before ``start``."""

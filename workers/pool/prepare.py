@@ -38,7 +38,7 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
             resolve_model, settings.punc_model, settings.model_cache_dir, Role.PUNCTUATION
         )
         punc_model_dir = punc.model_dir
-    engine = settings.engine or select_engine(model.kind, settings.runtime)
+    engine = settings.engine or select_engine(model.kind, settings.runtime, settings.kind)
     row = ENGINES.get(engine)
     missing = missing_runtime(settings.devices) if row is not None and row.onnxruntime else None
     if missing is not None:

@@ -174,7 +174,10 @@ class RealtimeDialect(TranslatedConnection):
             max_turn_bytes=settings.max_segment_bytes,
             max_frame_bytes=settings.max_frame_bytes,
         )
-        self._transcripts = Transcripts(self._buffer, text_is_delta=pool.text_is_delta)
+        # A re-decoding model's frames add text too, or revise (gateway.funasr.running_text).
+        self._transcripts = Transcripts(
+            self._buffer, text_is_delta=pool.text_is_delta or pool.regions
+        )
 
     # -- the client's events, as FunASR frames ---------------------------------------------
 
@@ -264,7 +267,7 @@ class RealtimeDialect(TranslatedConnection):
                 param="session.audio.input.transcription.model",
             )
         self._model = chosen
-        self._transcripts.text_is_delta = chosen.pool.text_is_delta
+        self._transcripts.text_is_delta = chosen.pool.text_is_delta or chosen.pool.regions
         return self._buffer.choose_model(chosen.name, _mode_of(chosen))
 
     def _next_piece(self) -> bytes:

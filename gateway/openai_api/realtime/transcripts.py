@@ -10,7 +10,9 @@ which the pool reports): each result's new text (Paraformer's), whose concatenat
 pass's text; or the pass's text so far (the checksum engine's), whose last value is all of
 it. OpenAI's deltas are new text, so a running value's delta is what it adds to the one
 before when it extends it, and the whole value when it does not (a model may revise what
-it said).
+it said). A model that decodes its audio again as it grows (streaming SenseVoice) has its
+frames made so already (``gateway.funasr.running_text``): they add, but for one marked
+``revised``, whose text replaces the item's streamed text.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class Transcripts:
                 # Partials sent again after a 2pass-offline frame, for FunASR's clients that
                 # clear them on it: already streamed here, so nothing new.
                 pass
+            elif frame.get("revised") is True:
+                state.texts[:] = [text]
+                if text:
+                    events.append(transcription_delta(item_id, text))
             elif text:
                 delta = self._streamed(state, text)
                 if delta:

@@ -10,6 +10,9 @@ module              mode
 ``two_pass_vad``    ``2pass``, sentences ended by the FSMN-VAD pool
 =================== ==========================================================
 
+(and ``online`` of a model whose streams are speech regions: the two ``two_pass``
+modules without their offline pass)
+
 ``actions`` lists what an utterance may ask of the session; ``base`` and ``two_pass``
 hold what the modes share. The session (``gateway.session.session``) only carries the actions out.
 """
@@ -36,6 +39,11 @@ def utterance_for(config: SessionConfig, settings: UtteranceSettings, *, vad: bo
     if config.spk and not settings.speakers:
         raise ProtocolError("spk: the session's model has no speaker model (ASR_SPEAKER_MODEL)")
     match config.mode:
+        case "online" if settings.streaming_regions:
+            # Each speech region its own streaming pass (streaming SenseVoice).
+            if vad:
+                return TwoPassVad(config, settings, offline_pass=False)
+            return TwoPassEnergy(config, settings, offline_pass=False)
         case "online":
             return Online(config, settings)
         case "offline":

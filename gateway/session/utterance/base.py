@@ -27,6 +27,9 @@ class UtteranceSettings:
     # Of the pool decoding whole audio: each result's text is new text (else the final
     # result holds all of it).
     whole_text_is_delta: bool
+    # Of the streaming pool: each stream is one speech region, decoded again as it grows,
+    # in every mode (``EngineCapabilities.regions``; ``gateway.funasr.running_text``).
+    streaming_regions: bool = False
     # The session's model has a speaker pool (ASR_SPEAKER_MODEL): offline ``spk`` is served.
     speakers: bool = False
     # The server's text corrections (ASR_HOTWORD_RULES), beside each utterance's own.

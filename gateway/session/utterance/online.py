@@ -2,7 +2,9 @@
 
 The pool stream opens at the config; PCM is cut into chunks of exactly ``chunk_size[1]``
 x 60 ms whatever the client's framing; at the end the remainder goes with the finish. Every
-result with text is sent as it comes, then always the final one, with ``is_final``.
+result with text is sent as it comes, then always the final one, with ``is_final``. (A
+model that decodes each speech region again as it grows has its ``online`` utterance cut
+into regions instead: ``two_pass``, without the offline pass.)
 """
 
 from __future__ import annotations

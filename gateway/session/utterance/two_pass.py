@@ -10,6 +10,12 @@ before it (``gateway.funasr.two_pass_frames``: the order of the frames, and why 
 clients still show every text once). The offline pass starts ASR_SENTENCE_PREROLL_MS
 before the sentence's detected speech (all of it when none was detected), as FunASR's
 2pass skips the silence before a sentence.
+
+The same sentences, without the offline pass, are the ``online`` mode of a model that
+decodes each speech region again as it grows (``EngineCapabilities.regions``: streaming
+SenseVoice): each region its own streaming pass, its frames ``online`` ones, the final
+result of each region its whole decode, the last one's ``is_final``
+(``gateway.funasr.running_text``). Nothing is held for a pass that does not come.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 from gateway.audio.chunker import ChunkCutter
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.funasr.config import SessionConfig
+from gateway.funasr.results import Partials
+from gateway.funasr.running_text import RunningText
 from gateway.funasr.two_pass_frames import SentencePartials, SentenceText, ShownPartials
 from gateway.session.utterance.actions import (
     Action,
@@ -34,14 +42,23 @@ from shared.messages import SAMPLE_RATE
 
 
 class TwoPass(Utterance):
-    def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
+    """``offline_pass``: each sentence is decoded whole too (``2pass``); without it the
+    sentences are an ``online`` utterance's regions."""
+
+    def __init__(
+        self, config: SessionConfig, settings: UtteranceSettings, *, offline_pass: bool = True
+    ) -> None:
         super().__init__(config, settings)
-        self.sentence = bytearray()  # this sentence's audio so far
+        self.offline_pass = offline_pass
+        self.sentence = bytearray()  # this sentence's audio so far, held for its offline pass
+        self.sentence_length = 0  # its bytes, held or not
         self.sentence_origin = 0  # bytes of the utterance before this sentence
         self._streaming = StreamRef(Pool.STREAMING)
         self._cutter = ChunkCutter(config.chunk_bytes)
         self._sentences = 0  # begun so far
         self._shown = ShownPartials()
+        self._regions = RunningText()  # without the offline pass: the online text
+        self._region_frames: Partials | None = None
 
     def start(self) -> list[Action]:
         return self._open_streaming()
@@ -51,14 +68,27 @@ class TwoPass(Utterance):
         self._streaming = StreamRef(Pool.STREAMING)
         self._cutter = ChunkCutter(self.config.chunk_bytes)
         self._sentences += 1
-        frames = SentencePartials(
-            self._shown,
-            self._sentences,
-            self.label,
-            timing=self.config.timing,
-            chunk_bytes=self.config.chunk_bytes,
-            origin_bytes=self.sentence_origin,
-        )
+        frames: Partials
+        if self.offline_pass:
+            frames = SentencePartials(
+                self._shown,
+                self._sentences,
+                self.label,
+                timing=self.config.timing,
+                chunk_bytes=self.config.chunk_bytes,
+                origin_bytes=self.sentence_origin,
+                running=self.settings.streaming_regions,
+            )
+        else:
+            frames = self._region_frames = Partials(
+                "online",
+                self.label,
+                final=False,
+                timing=self.config.timing,
+                chunk_bytes=self.config.chunk_bytes,
+                origin_bytes=self.sentence_origin,
+                running=self._regions,
+            )
         return [
             OpenStream(self._streaming, self.config.stream_options()),
             RelayResults((self._streaming,), frames, last=False),
@@ -71,8 +101,10 @@ class TwoPass(Utterance):
         actions: list[Action] = [
             SendAudio(self._streaming, chunk) for chunk in self._cutter.push(pcm)
         ]
-        self.sentence += pcm
-        actions.append(HoldAudio(len(pcm)))
+        self.sentence_length += len(pcm)
+        if self.offline_pass:
+            self.sentence += pcm
+            actions.append(HoldAudio(len(pcm)))
         return actions
 
     def _end_sentence(self, *, last: bool, speech_start: int | None) -> list[Action]:
@@ -81,7 +113,10 @@ class TwoPass(Utterance):
 
         ``speech_start``: where the sentence's speech began, in bytes from its start (None:
         no speech was detected, so the offline pass decodes all of it)."""
+        if not self.offline_pass:
+            return self._end_region(last=last)
         actions: list[Action] = [FinishStream(self._streaming, self._cutter.flush())]
+        self.sentence_length = 0
         sentence, self.sentence = self.sentence, bytearray()
         skip = 0
         if speech_start is not None:
@@ -107,3 +142,16 @@ class TwoPass(Utterance):
         if not last:
             actions += self._open_streaming()
         return actions
+
+    def _end_region(self, *, last: bool) -> list[Action]:
+        """An ``online`` region's end: its streaming pass finished (its final result is its
+        whole decode), the next one begun; at the utterance's end, the pass that marks it
+        (no stream of its own: the utterance is done once the last region's results are)."""
+        actions: list[Action] = [FinishStream(self._streaming, self._cutter.flush())]
+        self.sentence_origin += self.sentence_length
+        self.sentence_length = 0
+        if not last:
+            return actions + self._open_streaming()
+        self._regions.last_region = self._sentences
+        assert self._region_frames is not None, "a region is open from the start"
+        return [*actions, RelayResults((), self._region_frames, last=True)]

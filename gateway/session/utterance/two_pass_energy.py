@@ -12,16 +12,18 @@ from gateway.session.utterance.two_pass import TwoPass
 
 
 class TwoPassEnergy(TwoPass):
-    def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
-        super().__init__(config, settings)
+    def __init__(
+        self, config: SessionConfig, settings: UtteranceSettings, *, offline_pass: bool = True
+    ) -> None:
+        super().__init__(config, settings, offline_pass=offline_pass)
         self._endpointer = EnergyEndpointer(settings.endpoint, settings.max_segment_bytes)
 
     def _audio(self, pcm: bytes) -> list[Action]:
         actions: list[Action] = []
         start = 0
         for end in self._endpointer.push(pcm):
-            # ``end`` counts from the sentence's start; ``sentence`` holds its earlier bytes.
-            take = end.offset - len(self.sentence)
+            # ``end`` counts from the sentence's start; ``sentence_length``: its earlier bytes.
+            take = end.offset - self.sentence_length
             actions += self._take(pcm[start : start + take])
             start += take
             actions += self._end_sentence(last=False, speech_start=end.speech_start)

@@ -37,8 +37,10 @@ def piece_bytes(chunk_bytes: int) -> int:
 
 
 class TwoPassVad(TwoPass):
-    def __init__(self, config: SessionConfig, settings: UtteranceSettings) -> None:
-        super().__init__(config, settings)
+    def __init__(
+        self, config: SessionConfig, settings: UtteranceSettings, *, offline_pass: bool = True
+    ) -> None:
+        super().__init__(config, settings, offline_pass=offline_pass)
         self._piece_bytes = piece_bytes(config.chunk_bytes)
         self._vad = StreamRef(Pool.VAD)
         self._unsent = bytearray()  # audio not yet sent to the VAD, oldest first
@@ -65,10 +67,10 @@ class TwoPassVad(TwoPass):
             match event:
                 case SpeechStarted(at_byte=at):
                     self._speech_start = at
-                case SpeechEnded() if self.sentence:
+                case SpeechEnded() if self.sentence_length:
                     actions += self._end_sentence(last=False, speech_start=self._sentence_speech())
                     self._speech_start = None
-        if len(self.sentence) >= self.settings.max_segment_bytes:
+        if self.sentence_length >= self.settings.max_segment_bytes:
             # No pause the VAD took for an end: cut at the limit, as FunASR's VAD does at
             # max_single_segment_time. The next sentence starts mid-speech.
             actions += self._end_sentence(last=False, speech_start=self._sentence_speech())
@@ -78,7 +80,7 @@ class TwoPassVad(TwoPass):
     def _next_piece(self) -> list[Action]:
         """The next piece to the VAD and the streaming pass, then the question; or, with no
         audio left after the end, the last sentence's end."""
-        room = self.settings.max_segment_bytes - len(self.sentence)  # > 0: see above
+        room = self.settings.max_segment_bytes - self.sentence_length  # > 0: see above
         size = min(self._piece_bytes, room)
         if len(self._unsent) >= size or (self._ending and self._unsent):
             piece = bytes(self._unsent[:size])

@@ -76,7 +76,7 @@ class SenseVoiceEngine(WholeUtteranceEngine):
         for indices in calls(finals, _language_and_itn):
             group = [finals[i] for i in indices]
             try:
-                answers = self._recognise(group)
+                answers = self.recognise(group)
             except Exception as exc:  # the call failed: so did every utterance in it
                 for final in group:
                     step.fail(final.item.stream_id, engine_error(exc))
@@ -84,7 +84,7 @@ class SenseVoiceEngine(WholeUtteranceEngine):
             for final, answer in zip(group, answers, strict=True):
                 step.answer(final.index, answer)
 
-    def _recognise(self, group: list[Final]) -> list[Decoded]:
+    def recognise(self, group: list[Final]) -> list[Decoded]:
         """One ``generate`` call: the group shares a language and an ITN choice."""
         options = group[0].options
         results = self._model.generate(

@@ -68,7 +68,7 @@ class SenseVoiceOnnxEngine(SenseVoiceEngine):
         require_export(model_dir, spec.precision)
         return cls(model_dir, spec.precision, spec.device, spec.threads)
 
-    def _recognise(self, group: list[Final]) -> list[Decoded]:
+    def recognise(self, group: list[Final]) -> list[Decoded]:
         """One graph call for the group, each row padded to the longest."""
         features = [self._frontend(to_float(final.audio)) for final in group]
         speech, lengths = pad_rows(features)
