@@ -94,6 +94,29 @@ class Admission:
             f" came free within {timeout:g} s (ASR_ADMISSION_WAIT); try again later"
         )
 
+    def admit_more(self, count: int) -> Place:
+        """``count`` more places for a session that holds one already and costs more than
+        one (its model's engine: ``EngineCapabilities.session_places``), or raise why not
+        (1013), holding none. Never waits: the session holds its first place meanwhile,
+        and a line of such sessions would hold places that serve nobody."""
+        if count <= 0:
+            return Place(lambda: None)
+        if self.draining.is_set():
+            raise ShuttingDownError("the server is shutting down; reconnect later")
+        if self.active + count > self.max_sessions:
+            raise OverCapacityError(
+                f"a session of this model takes {count + 1} of the server's"
+                f" {self.max_sessions} session places (it costs more than one stream),"
+                f" and {self.max_sessions - self.active} are free; try again later"
+            )
+        self.active += count
+
+        def release() -> None:
+            for _ in range(count):
+                self._release()
+
+        return Place(release)
+
     def _withdraw(self, waiter: _Waiter) -> None:
         """A waiter leaves the line; a place it was given meanwhile goes to the next."""
         if waiter.place is not None:

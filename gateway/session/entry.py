@@ -113,7 +113,7 @@ async def serve_new_session(
             return None
         if model is not None:
             try:
-                places.enter_context(model.places.take())
+                places.enter_context(model.take_places(serving.admission))
             except OverCapacityError as exc:
                 metrics.sessions_refused.labels("model_full").inc()
                 await close_with_error(websocket, exc)

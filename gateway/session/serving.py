@@ -5,6 +5,7 @@ limit)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from gateway.funasr.corrections import Rule
@@ -35,6 +36,18 @@ class ServedModel:
 
     def companion(self, role: Role) -> WorkerPool | None:
         return self.companions.get(role)
+
+    def take_places(self, admission: Admission) -> ExitStack:
+        """A session's places on this model: one of its own (``max_sessions``), and as many
+        more of the gateway's as its streaming engine's session costs beyond the one the
+        session holds already (``EngineCapabilities.session_places``); ``OverCapacityError``
+        (1013) holding none when either is full. Leaving the stack gives them back."""
+        with ExitStack() as taking:
+            taking.enter_context(self.places.take())
+            capabilities = self.pool.capabilities
+            extra = capabilities.session_places - 1 if capabilities is not None else 0
+            taking.enter_context(admission.admit_more(extra))
+            return taking.pop_all()
 
     @property
     def whole_utterance_pool(self) -> WorkerPool:

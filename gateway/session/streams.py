@@ -12,13 +12,13 @@ more, and a switch drops it."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
 
 from anyio.abc import ObjectSendStream
 
 from gateway.funasr.results import Label, ResultFrames
-from gateway.limits.admission import Place
 from gateway.limits.budget import HeldAudio
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.utterance import Utterance, UtteranceSettings
@@ -77,7 +77,7 @@ class SessionStreams:
         self._serving = serving
         self._url_model = model  # the URL's ?model=, which no config may change
         self._model = model or serving.default
-        self._place: Place | None = None  # the model's place, once a config chose it
+        self._place: ExitStack | None = None  # the model's places, once a config chose it
         self._heard = False  # audio has gone to the model's pools: it is settled
         self._pools = _pools_of(self._model)
         self._passes = passes
@@ -108,10 +108,10 @@ class SessionStreams:
             )
         if model is self._model and (self._place is not None or self._url_model is not None):
             return False  # its place is taken already (the URL's: by the endpoint)
-        place = model.places.take()
+        place = model.take_places(self._serving.admission)
         switched = self._place is not None and model is not self._model
         if self._place is not None:
-            self._place.release()
+            self._place.close()
         self._model, self._place, self._pools = model, place, _pools_of(model)
         return switched
 
@@ -212,7 +212,7 @@ class SessionStreams:
         self._bound.clear()
         self._held.release_all()
         if self._place is not None:
-            self._place.release()
+            self._place.close()
 
     async def __aenter__(self) -> SessionStreams:
         return self

@@ -224,3 +224,32 @@ async def _in_scope(
 ) -> None:
     with scope:
         await task(name)
+
+
+def test_a_session_that_costs_more_takes_more_places_or_none() -> None:
+    """A streaming SenseVoice session costs several streams (``session_places``): it
+    takes its extra places at once or is refused holding none, and gives them back."""
+    admission = Admission(max_sessions=5)
+    first = admission.admit()
+    extra = admission.admit_more(3)
+    assert admission.active == 4
+    other = admission.admit()
+    with pytest.raises(OverCapacityError, match="takes 4 of the server's 5 session places"):
+        admission.admit_more(3)
+    assert admission.active == 5  # the refusal held nothing
+    extra.release()
+    extra.release()  # given back once
+    assert admission.active == 2
+    assert admission.admit_more(0) is not None
+    assert admission.active == 2
+    first.release()
+    other.release()
+    assert admission.active == 0
+
+
+def test_more_places_are_refused_while_draining() -> None:
+    admission = Admission(max_sessions=5)
+    admission.admit()
+    admission.start_drain()
+    with pytest.raises(ShuttingDownError):
+        admission.admit_more(1)
