@@ -1,6 +1,7 @@
-"""Streaming SenseVoice through the gateway, on FunASR's protocol: each speech region its
+"""Streaming SenseVoice through a real uvicorn: on FunASR's protocol each speech region its
 own stream, partials tagged, each region's final text funasr's own decode of exactly the
-region's audio (``online``), and each sentence's ``2pass-offline`` text its decode whole."""
+region's audio (``online``), and each sentence's ``2pass-offline`` text its decode whole;
+through Deepgram's SDK, interim results as it decodes and the utterance's decode final."""
 
 from __future__ import annotations
 
@@ -11,15 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from starlette.testclient import TestClient
+from deepgram import DeepgramClient
+from deepgram.environment import DeepgramClientEnvironment
+from deepgram.listen.v1.types import ListenV1Results
+from websockets.sync.client import connect
 
-from gateway.app import create_app
+from bench.common.gateway import Gateway, serve_blocking
 from gateway.audio.endpointer import EndpointSettings, EnergyEndpointer
-from gateway.settings import GatewaySettings
-from shared.settings import PoolSettings
-from tests.helpers.checksums import receive_until_is_final
-from tests.helpers.loops import GatewayClient
-from tests.helpers.seaco import send_audio
 from tests.live.workers.test_sensevoice import clip, raw_text
 from workers.engines.paraformer.streaming import load_automodel
 from workers.engines.sensevoice.engine import split_tags
@@ -29,20 +28,24 @@ pytestmark = pytest.mark.slow
 # A pre-roll longer than any pause here: each 2pass-offline pass decodes its whole sentence.
 ENDPOINT = EndpointSettings(preroll_ms=5000)
 MAX_SEGMENT_SECONDS = 20
+RECV_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def client(tiny_sensevoice_model: Path) -> Iterator[TestClient]:
+def gateway(
+    tiny_sensevoice_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
     # No offline model: the streaming pool decodes the 2pass-offline passes too, each
     # sentence as one final piece (the engine's whole-region decode).
-    streaming = PoolSettings(model=str(tiny_sensevoice_model), devices=("cpu",))
-    settings = GatewaySettings(
-        pool=streaming,
-        endpoint=ENDPOINT,
-        idle_timeout_s=60.0,
-    )
-    with GatewayClient(create_app(settings)) as gateway:
-        yield gateway
+    env = {
+        "ASR_MODEL": str(tiny_sensevoice_model),
+        "ASR_DEVICES": "cpu",
+        "ASR_SENTENCE_PREROLL_MS": str(ENDPOINT.preroll_ms),
+        "ASR_MAX_SEGMENT_SECONDS": str(MAX_SEGMENT_SECONDS),
+    }
+    log = tmp_path_factory.mktemp("streaming-sensevoice") / "server.log"
+    with serve_blocking(env, log, ready_timeout=120) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +70,22 @@ def regions(audio: np.ndarray) -> list[np.ndarray]:
     return [np.frombuffer(piece, "<i2") for piece in cut]
 
 
-def utterance(ws: Any, mode: str, audio: np.ndarray) -> list[dict[str, Any]]:
+def utterance(server: Gateway, mode: str, audio: np.ndarray) -> list[dict[str, Any]]:
+    """One utterance on FunASR's protocol, as its clients send it; every frame up to the
+    final one."""
     config = {"mode": mode, "chunk_size": [0, 10, 5], "svs_lang": "zh", "svs_itn": False}
-    ws.send_text(json.dumps({**config, "is_speaking": True}))
-    send_audio(ws, audio)
-    ws.send_text(json.dumps({"is_speaking": False}))
-    return receive_until_is_final(ws)
+    frames: list[dict[str, Any]] = []
+    with connect(server.url, open_timeout=10) as ws:
+        ws.send(json.dumps({**config, "is_speaking": True}))
+        pcm = audio.astype("<i2").tobytes()
+        for at in range(0, len(pcm), 1920):  # 60 ms, as FunASR's client sends
+            ws.send(pcm[at : at + 1920])
+        ws.send(json.dumps({"is_speaking": False}))
+        while not frames or not frames[-1]["is_final"]:
+            frame = json.loads(ws.recv(timeout=RECV_TIMEOUT_S))
+            assert "type" not in frame, frame  # no error frame
+            frames.append(frame)
+    return frames
 
 
 def shown(frames: list[dict[str, Any]]) -> str:
@@ -85,13 +98,12 @@ def shown(frames: list[dict[str, Any]]) -> str:
 
 
 def test_online_regions_end_with_funasrs_decode_of_each(
-    client: TestClient, funasr_model: object
+    gateway: Gateway, funasr_model: object
 ) -> None:
     audio = two_sentences()
     cut = regions(audio)
     assert len(cut) == 2, "the test audio has one pause"
-    with client.websocket_connect("/") as ws:
-        frames = utterance(ws, "online", audio)
+    frames = utterance(gateway, "online", audio)
     assert {frame["mode"] for frame in frames} == {"online"}
     assert [frame["is_final"] for frame in frames].count(True) == 1
     expected = [split_tags(raw_text(funasr_model, region, "zh", False))[0] for region in cut]
@@ -103,12 +115,11 @@ def test_online_regions_end_with_funasrs_decode_of_each(
 
 
 def test_2pass_partials_are_tagged_and_each_sentence_is_decoded_whole(
-    client: TestClient, funasr_model: object
+    gateway: Gateway, funasr_model: object
 ) -> None:
     audio = two_sentences()
     cut = regions(audio)
-    with client.websocket_connect("/") as ws:
-        frames = utterance(ws, "2pass", audio)
+    frames = utterance(gateway, "2pass", audio)
     online = [frame for frame in frames if frame["mode"] == "2pass-online" and frame["text"]]
     offline = [frame for frame in frames if frame["mode"] == "2pass-offline"]
     assert online
@@ -117,3 +128,37 @@ def test_2pass_partials_are_tagged_and_each_sentence_is_decoded_whole(
         split_tags(raw_text(funasr_model, region, "zh", False))[0] for region in cut
     ]
     assert offline[-1]["is_final"]
+
+
+def test_deepgrams_sdk_gets_interim_results_and_the_utterances_decode(
+    gateway: Gateway, funasr_model: object
+) -> None:
+    """One utterance of speech, closed: interim results while it streams (the region's text
+    so far), then its final transcript, funasr's decode of all of it (Deepgram's words are
+    the text's, spaced)."""
+    audio = clip(6, 2.4)
+    ws = f"ws://127.0.0.1:{gateway.port}"
+    environment = DeepgramClientEnvironment(
+        base=gateway.http, production=ws, agent=ws, agent_rest=gateway.http
+    )
+    client = DeepgramClient(api_key="unused", environment=environment)
+    pcm = audio.astype("<i2").tobytes()
+    with client.listen.v1.connect(
+        model="nova-3",
+        encoding="linear16",
+        sample_rate=16000,
+        interim_results="true",
+        language="zh",
+        endpointing="false",
+    ) as socket:
+        for at in range(0, len(pcm), 3200):  # 100 ms messages
+            socket.send_media(pcm[at : at + 3200])
+        socket.send_close_stream()
+        results = [m for m in socket if isinstance(m, ListenV1Results)]
+    interim = [r for r in results if not r.is_final]
+    finals = [r for r in results if r.is_final]
+    assert any(r.channel.alternatives[0].transcript for r in interim)
+    # Deepgram asks no smart_format and no punctuate: SenseVoice's own ITN is off.
+    expected = split_tags(raw_text(funasr_model, audio, "zh", False))[0]
+    transcript = "".join(r.channel.alternatives[0].transcript for r in finals)
+    assert transcript.replace(" ", "") == expected.replace(" ", "")
