@@ -41,6 +41,8 @@ from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.deepgram.dialect import serve_listen
 from gateway.files.endpoint import transcribe
 from gateway.funasr.corrections import Rule, load_hotword_rules
+from gateway.funasr.known_speakers import KnownSpeaker
+from gateway.funasr.speaker_file import load_speakers
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
@@ -95,6 +97,7 @@ class Gateway:
         self._server_host = server_host
         self.metrics = GatewayMetrics()
         self._serving: Serving | None = None
+        self._known_speakers: tuple[KnownSpeaker, ...] = ()  # ASR_SPEAKERS, read at start
         # Why the app does not serve (/healthz's 503), None while it does; ``_lost``: the
         # fault that ended serving while the server still runs.
         self._stopped: str | None = "not started"
@@ -155,6 +158,7 @@ class Gateway:
             settings = self._settings or GatewaySettings.from_env(self._environ)
             # Read before any model loads: a bad file stops the start at once, naming its line.
             hotword_rules = load_hotword_rules(settings.hotword_rules_file)
+            self._known_speakers = load_speakers(settings.speakers_file)
         except ValueError as exc:
             raise StartupError(f"invalid settings: {exc}") from None
         try:
@@ -348,7 +352,7 @@ class Gateway:
 
     async def _openai_transcribe(self, request: Request) -> Response:
         return await openai_transcriptions.create_transcription(
-            self._serving, request, self.metrics
+            self._serving, request, self.metrics, self._known_speakers
         )
 
     async def _openai_models(self, request: Request) -> Response:

@@ -108,6 +108,8 @@ class GatewaySettings:
     max_segment_s: float = setting(table.MAX_SEGMENT_SECONDS)
     # A file of wrong=>right text corrections for every result (read when serving starts).
     hotword_rules_file: str | None = setting(table.HOTWORD_RULES)
+    # A JSON file of named voiceprints, the server's known speakers (read when serving starts).
+    speakers_file: str | None = setting(table.SPEAKERS)
     # The audio all sessions together may hold in the gateway (offline utterances, 2pass
     # sentences) before new sessions are refused with 1013: gateway.limits.budget.
     max_buffered_s: float = computed(table.MAX_BUFFERED_SECONDS, lambda: default_max_buffered_s())

@@ -23,6 +23,12 @@ SPOKEN_LANGUAGES = ("auto", "zh", "en", "yue", "ja", "ko", "nospeech")
 # A speaker stream's speech regions (``StreamOptions.speech_regions``): its OPEN command
 # carries them, 8 bytes each; an hour of speech has a few thousand.
 MAX_SPEECH_REGIONS = 16384
+# A speaker model's voiceprints (``Decoded.voiceprints``): one per speaker label, CAM++'s
+# of 192 floats. Bounded so that a final result stays small on the results pipe (at most
+# 2.4 MB pickled): an hour of speech has a few dozen speakers, and the clustering of one
+# (HDBSCAN's clusters of 10 windows or more) at most 481 labels.
+MAX_VOICEPRINTS = 512
+MAX_VOICEPRINT_DIMS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +140,20 @@ class Decoded:
     tags: SpeechTags | None = None
     # A speaker model's final result (CAM++): the stream's speaker turns, in order.
     speakers: tuple[SpeakerTurn, ...] = ()
+    # The same result: speaker label k's voiceprint at index k (the labels of ``speakers``),
+    # the L2-normalised mean of the embeddings of that label's windows; at most
+    # MAX_VOICEPRINTS of at most MAX_VOICEPRINT_DIMS floats. Empty otherwise.
+    voiceprints: tuple[tuple[float, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Checked where a result is made (the worker): unpickling does not run it.
+        if self.voiceprints and (
+            len(self.voiceprints) > MAX_VOICEPRINTS
+            or any(len(vector) > MAX_VOICEPRINT_DIMS for vector in self.voiceprints)
+        ):
+            raise ValueError(
+                f"at most {MAX_VOICEPRINTS} voiceprints of at most {MAX_VOICEPRINT_DIMS} floats"
+            )
 
 
 NOTHING = Decoded()  # a piece that said nothing (yet)

@@ -542,6 +542,14 @@ SPEAKER_MODEL = Setting(
 SPEAKER_DEVICES = Setting(
     "ASR_SPEAKER_DEVICES", DEVICES_LIST, ("cpu",), "devices of the speaker pool, one worker each"
 )
+SPEAKERS = Setting(
+    "ASR_SPEAKERS",
+    OrNone(Text("a file")),
+    None,
+    "the server's known speakers: a JSON file of names and voiceprints (`python -m"
+    " gateway.ops.enrol` makes it from WAV clips), read at start; they name the speakers of"
+    " OpenAI's `diarized_json` that sound like them (docs/models.md, Speakers by name)",
+)
 
 # 2pass sentences (gateway.audio.endpointer.EndpointSettings).
 SENTENCE_PREROLL_MS = Setting(

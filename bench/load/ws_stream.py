@@ -178,7 +178,8 @@ async def receive(
         if record.first_partial_s is None:
             record.first_partial_s = now - started
         # A chunk's latency runs from the send of the byte that completed it. Our results
-        # say where their audio ends (audio_end_ms: 2pass sentences restart seq); a server
+        # say where their audio ends (audio_end_ms: 2pass sentences and online regions
+        # restart seq); a server
         # that says nothing (FunASR's own) is taken to answer chunks in order, one partial
         # each: a chunk it skips (no text) then counts against the ones after it.
         end_ms = message.get("audio_end_ms")
@@ -186,9 +187,9 @@ async def receive(
         if isinstance(end_ms, int):
             end_byte = end_ms * SAMPLE_RATE // 1000 * BYTES_PER_SAMPLE
         elif isinstance(seq, int):
-            if mode != "online":
-                continue  # a 2pass sentence's seq: where its audio ends is unknown
-            end_byte = (seq + 1) * chunk_bytes
+            # Ours, on a pass's final piece (the rest of its audio, no chunk): a 2pass
+            # sentence's, or an online region's (a model whose streams are regions).
+            continue
         else:
             record.chunks_in_order = True
             end_byte = (record.answered_in_order + 1) * chunk_bytes

@@ -8,7 +8,11 @@ its ``file`` part kept in memory, up to ``ASR_TRANSCRIBE_MAX_BYTES``; the text f
 caller names (``/v1/transcribe``: ``hotwords``; OpenAI's endpoint: ``model``,
 ``response_format``, ``timestamp_granularities[]``, ...) up to ``FIELD_MAX_BYTES`` each, every
 value of a repeated one kept in order; other fields are read past and dropped; at most
-``max_parts`` parts (``MAX_PARTS`` unless the caller says otherwise).
+``max_parts`` parts (``MAX_PARTS`` unless the caller says otherwise). A field the caller
+caps (``FieldCap``: OpenAI's ``known_speaker_references[]``, clips in base64) keeps its first
+values up to the cap's size each, and the form's limit grows by what they may take; a value
+past the cap is read past and counted (``Form.dropped``), not refused: the endpoint refuses
+it only where it would use it.
 
 A kept field that is a file is a 400 (``bad_form``); one that is not UTF-8, a 400 whose
 reason is ``bad_<name>`` (``[]`` left off: ``bad_hotwords``, ``bad_include``): the names are
@@ -62,10 +66,25 @@ async def read_capped(chunks: AsyncIterator[bytes], limit: int, what: str, why: 
 
 
 @dataclass(frozen=True, slots=True)
+class FieldCap:
+    """What a form keeps of a capped field: at most ``values`` values of at most
+    ``max_bytes`` each."""
+
+    max_bytes: int
+    values: int
+
+    @property
+    def most_bytes(self) -> int:
+        return self.max_bytes * self.values
+
+
+@dataclass(frozen=True, slots=True)
 class Form:
     file: bytes | None  # None: the form has no ``file`` part
     filename: str
     fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # in arrival order
+    # A capped field's values past its cap, read past: how many, by field.
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
     def text(self, name: str) -> str | None:
         """The field's value (its last, if it came more than once); None if absent."""
@@ -114,9 +133,10 @@ async def paced(
         yield chunk
 
 
-def form_limit(max_file_bytes: int) -> int:
-    """The most bytes a form body may take: the file and ``FORM_SLACK_BYTES``."""
-    return max_file_bytes + FORM_SLACK_BYTES
+def form_limit(max_file_bytes: int, caps: Mapping[str, FieldCap] | None = None) -> int:
+    """The most bytes a form body may take: the file, ``FORM_SLACK_BYTES``, and what the
+    capped fields may keep."""
+    return max_file_bytes + FORM_SLACK_BYTES + sum(cap.most_bytes for cap in (caps or {}).values())
 
 
 async def read_form(
@@ -125,11 +145,14 @@ async def read_form(
     max_file_bytes: int,
     fields: Collection[str] = TEXT_FIELDS,
     max_parts: int = MAX_PARTS,
+    caps: Mapping[str, FieldCap] | None = None,
 ) -> Form:
-    """Parse a ``multipart/form-data`` body as it arrives, keeping ``fields``' text."""
-    limit = form_limit(max_file_bytes)
+    """Parse a ``multipart/form-data`` body as it arrives, keeping ``fields``' text, and the
+    capped fields' within their ``caps``."""
+    limit = form_limit(max_file_bytes, caps)
     total = 0
-    with FormReader(boundary_of(content_type), max_file_bytes, fields, max_parts) as reader:
+    boundary = boundary_of(content_type)
+    with FormReader(boundary, max_file_bytes, fields, max_parts, caps) as reader:
         async for chunk in chunks:
             total += len(chunk)
             if total > limit:
@@ -173,9 +196,11 @@ class FormReader:
         max_file_bytes: int,
         fields: Collection[str] = TEXT_FIELDS,
         max_parts: int = MAX_PARTS,
+        caps: Mapping[str, FieldCap] | None = None,
     ) -> None:
         self._max_file_bytes = max_file_bytes
-        self._kept = frozenset(fields)
+        self._caps = dict(caps or {})
+        self._kept = frozenset(fields) | set(self._caps)
         self._max_parts = max_parts
         self._parts = 0
         self._part = _Part()
@@ -183,6 +208,7 @@ class FormReader:
         self._file: bytes | None = None
         self._filename = ""
         self._fields: dict[str, list[str]] = {}
+        self._dropped: dict[str, int] = {}
         self._parser: MultipartParser | None
         try:
             self._parser = MultipartParser(
@@ -229,7 +255,7 @@ class FormReader:
                 400, "bad_form", "the multipart body ends before its closing boundary"
             )
         fields = {name: tuple(values) for name, values in self._fields.items()}
-        form = Form(self._file, self._filename, fields)
+        form = Form(self._file, self._filename, fields, dict(self._dropped))
         self.close()
         return form
 
@@ -272,9 +298,21 @@ class FormReader:
                 raise TranscribeError(
                     400, "bad_form", f"the {part.name!r} field must be text, not a file"
                 )
-            part.limit = FIELD_MAX_BYTES
+            cap = self._caps.get(part.name)
+            if cap is None:
+                part.limit = FIELD_MAX_BYTES
+            elif len(self._fields.get(part.name, ())) < cap.values:
+                part.limit = cap.max_bytes
+            else:
+                self._drop(part)
         else:
             part.limit = -1
+
+    def _drop(self, part: _Part) -> None:
+        """A capped field's value past its cap: read past, counted."""
+        self._dropped[part.name] = self._dropped.get(part.name, 0) + 1
+        part.limit = -1
+        part.data = bytearray()
 
     def _on_part_data(self, data: bytes, start: int, end: int) -> None:
         part = self._part
@@ -283,6 +321,9 @@ class FormReader:
         if len(part.data) + (end - start) > part.limit:
             if part.name == "file":
                 raise too_large(part.limit)
+            if part.name in self._caps:
+                self._drop(part)
+                return
             raise TranscribeError(
                 400, "bad_form", f"the {part.name!r} field is over {part.limit} bytes"
             )
@@ -293,7 +334,7 @@ class FormReader:
         if part.name == "file":
             self._file = bytes(part.data)
             self._filename = part.filename or "upload"
-        elif part.name in self._kept:
+        elif part.name in self._kept and part.limit >= 0:
             try:
                 text = part.data.decode("utf-8")
             except UnicodeDecodeError:

@@ -65,7 +65,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -84,6 +84,7 @@ from gateway.files.multipart import (
     JSON_WHY,
     MAX_PARTS,
     TEXT_FIELDS,
+    FieldCap,
     Form,
     check_declared_length,
     field_reason,
@@ -277,17 +278,18 @@ async def read_upload(
     settings: TranscribeSettings,
     fields: Collection[str] = TEXT_FIELDS,
     max_parts: int = MAX_PARTS,
+    caps: Mapping[str, FieldCap] | None = None,
 ) -> Form:
     """A ``multipart/form-data`` request's ``file`` and its text ``fields`` (OpenAI's
-    endpoint, which takes no JSON): the same caps, deadline and refusals as an upload to
-    ``/v1/transcribe``."""
+    endpoint, which takes no JSON), and its capped fields (``FieldCap``): the same caps,
+    deadline and refusals as an upload to ``/v1/transcribe``."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise TranscribeError(
             415, "unsupported_type", "send multipart/form-data with a 'file' field"
         )
     with _disconnect_refused():
-        return await _read_upload(request, content_type, settings, fields, max_parts)
+        return await _read_upload(request, content_type, settings, fields, max_parts, caps)
 
 
 @contextmanager
@@ -306,12 +308,13 @@ async def _read_upload(
     settings: TranscribeSettings,
     fields: Collection[str] = TEXT_FIELDS,
     max_parts: int = MAX_PARTS,
+    caps: Mapping[str, FieldCap] | None = None,
 ) -> Form:
-    limit = form_limit(settings.max_bytes)
+    limit = form_limit(settings.max_bytes, caps)
     check_declared_length(request.headers, limit, "the form", FORM_WHY)
     with _upload_deadline(settings):
         body = paced(request.stream(), settings.upload_min_bytes_per_s)
-        form = await read_form(content_type, body, settings.max_bytes, fields, max_parts)
+        form = await read_form(content_type, body, settings.max_bytes, fields, max_parts, caps)
     if form.file is None:
         raise TranscribeError(400, "bad_form", "the multipart request has no 'file' field")
     return form

@@ -14,6 +14,13 @@ from gateway.audio.pcm import BYTES_PER_SAMPLE, MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.corrections import split_hotwords
 from gateway.funasr.fields import int_in, is_int, read_bool, read_text
 from gateway.funasr.hotwords import parse_hotwords
+from gateway.funasr.known_speakers import (
+    MAX_KNOWN_SPEAKERS,
+    EnrolmentError,
+    check_names,
+    check_pairs,
+    clip_bytes,
+)
 from shared.errors import ProtocolError
 from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, SPOKEN_LANGUAGES, StreamOptions
 
@@ -63,6 +70,11 @@ class SessionConfig:
     # funasr-server's spk, for the offline mode: each sentence's speaker (CAM++), and the
     # speaker turns, on the offline result. Other modes refuse it.
     spk: bool = False
+    # Ours, with spk: known speakers, as OpenAI's known_speaker_names[] and
+    # known_speaker_references[] (gateway.funasr.known_speakers): up to 4 names, and as many
+    # 2-10 s WAV clips (base64, or data URLs), kept decoded from base64 only.
+    spk_names: tuple[str, ...] = ()
+    spk_refs: tuple[bytes, ...] = ()
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -157,6 +169,29 @@ def _audio_fs(name: str, value: object) -> int:
     return value
 
 
+def _text_list(name: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ProtocolError(f"{name} must be a list of strings")
+    if len(value) > MAX_KNOWN_SPEAKERS:
+        raise ProtocolError(f"{name}: at most {MAX_KNOWN_SPEAKERS} known speakers are taken")
+    return value
+
+
+def _spk_names(name: str, value: object) -> tuple[str, ...]:
+    try:
+        return check_names(_text_list(name, value), name)
+    except EnrolmentError as error:
+        raise ProtocolError(str(error)) from None
+
+
+def _spk_refs(name: str, value: object) -> tuple[bytes, ...]:
+    texts = _text_list(name, value)
+    try:
+        return tuple(clip_bytes(text, f"{name}[{n}]") for n, text in enumerate(texts))
+    except EnrolmentError as error:
+        raise ProtocolError(str(error)) from None
+
+
 def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None) -> SessionConfig:
     """Validate a config message's fields; those it omits keep their value in ``base``.
 
@@ -168,7 +203,7 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         return check(name, fields[name]) if name in fields else default
 
     look_back = int_in(0, MAX_LOOK_BACK)
-    return SessionConfig(
+    config = SessionConfig(
         mode=pick("mode", _mode, old.mode),
         chunk_size=pick("chunk_size", _chunk_size, old.chunk_size),
         chunk_interval=pick("chunk_interval", int_in(1, MAX_CHUNK_INTERVAL), old.chunk_interval),
@@ -189,4 +224,11 @@ def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None
         resumable=pick("resumable", read_bool, old.resumable),
         model=pick("model", _model, old.model),
         spk=pick("spk", read_bool, old.spk),
+        spk_names=pick("spk_names", _spk_names, old.spk_names),
+        spk_refs=pick("spk_refs", _spk_refs, old.spk_refs),
     )
+    try:
+        check_pairs(config.spk_names, config.spk_refs, "spk_names and spk_refs")
+    except EnrolmentError as error:
+        raise ProtocolError(str(error)) from None
+    return config

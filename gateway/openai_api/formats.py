@@ -39,8 +39,8 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Literal
 
@@ -126,6 +126,8 @@ class FileTranscript:
     segments: tuple[TimedSegment, ...]
     # Who spoke when, where the request asked (``speakers``): each segment's ``speaker``.
     speaker_turns: tuple[SpeakerTurn, ...] | None = None
+    # The speakers a known speaker names (``diarized_json``), by label.
+    speaker_names: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def spoken(self) -> tuple[TimedSegment, ...]:
@@ -225,8 +227,9 @@ def verbose_json(
 
 def diarized_json(transcript: FileTranscript) -> dict[str, object]:
     """OpenAI's ``TranscriptionDiarized`` (``gpt-4o-transcribe-diarize``): a segment per
-    sentence (cue), each with its speaker as OpenAI names them when no known speaker is
-    given: capital letters in the order they first speak (A, B, ... Z, AA ...)."""
+    sentence (cue), each with its speaker: a known speaker's name, else a letter as OpenAI
+    gives a speaker it does not know, capital letters in the order they first speak (A, B,
+    ... Z, AA ...). A speaker keeps its letter whether the others are named or not."""
     cues = transcript.cues
     turns = transcript.speaker_turns or ()
     speakers = sentence_speakers([(cue.start_ms, cue.end_ms) for cue in cues], turns)
@@ -241,7 +244,7 @@ def diarized_json(transcript: FileTranscript) -> dict[str, object]:
                 "start": cue.start_ms / 1000,
                 "end": cue.end_ms / 1000,
                 "text": cue.text,
-                "speaker": letter,
+                "speaker": transcript.speaker_names.get(speaker, letter),
             }
         )
     return {

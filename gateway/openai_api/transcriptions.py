@@ -21,6 +21,9 @@ field                       here
 ``response_format``         ``json`` (default), ``text``, ``srt``, ``vtt``, ``verbose_json``,
                             ``diarized_json`` (speakers told apart by CAM++, letters A, B ...;
                             needs a speaker model, else 400 ``no_speaker_model``)
+``known_speaker_names[]``,  for ``diarized_json``: up to 4 names and 2-10 s WAV data URLs that
+``known_speaker_references[]`` name the speakers they sound like
+                            (``gateway.openai_api.known_speakers``); ignored by other formats
 ``timestamp_granularities`` ``segment`` and/or ``word``, for ``verbose_json`` (ignored otherwise,
                             as OpenAI documents them). ``word`` gives ``words`` from the model's
                             token times; a model without them (the checksum engine, a plain
@@ -31,8 +34,8 @@ field                       here
                             fit a hotword bias a model that takes hotwords (SeACo-Paraformer),
                             the rest is dropped (``gateway.funasr.free_text``); any other model
                             ignores them, as a Whisper prompt would be by a model that has none
-``languages[]``             accepted and dropped, as ``known_speaker_*`` are (the form reader reads
-                            past a field it is not asked for)
+``languages[]``             accepted and dropped (the form reader reads past a field it is not
+                            asked for)
 ``language``                a hint to a SenseVoiceSmall model (``zh``, ``en``, ``yue``, ``ja``,
                             ``ko``; another is ``auto``), ignored by other models; returned in
                             ``verbose_json`` unless the model says what it heard
@@ -66,7 +69,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -75,11 +78,9 @@ import numpy.typing as npt
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from gateway.audio.segment import Segment
 from gateway.files.endpoint import (
-    HeldResponse,
     check_access,
     check_speakers,
     decode_upload,
@@ -95,9 +96,12 @@ from gateway.files.request import (
     refusal_for,
 )
 from gateway.funasr.free_text import free_text_hotwords
+from gateway.funasr.known_speakers import KnownSpeaker
 from gateway.metrics import GatewayMetrics
 from gateway.models.table import OPENAI_MODELS
+from gateway.openai_api import known_speakers
 from gateway.openai_api.errors import error_response, stream_error_event
+from gateway.openai_api.event_stream import EventStream
 from gateway.openai_api.formats import (
     GRANULARITIES,
     RESPONSE_FORMATS,
@@ -120,7 +124,7 @@ from gateway.whole.long_audio import (
     speech_regions,
     transcribe_segments,
 )
-from gateway.whole.speakers import with_speaker_turns
+from gateway.whole.speakers import with_speakers
 from shared.engines import Role
 from shared.errors import GatewayError, UnknownModelError
 from shared.messages import MAX_HOTWORDS, SPOKEN_LANGUAGES, SpeakerTurn, StreamOptions
@@ -142,6 +146,7 @@ FIELDS = frozenset(
         "itn",
         "speakers",
         "spk",
+        known_speakers.NAMES,
     }
 )
 # The SDK sends a part per field and per list item (chunking_strategy's object as four
@@ -151,7 +156,6 @@ MAX_PARTS = MAX_HOTWORDS + 64
 INCLUDES = frozenset({"logprobs"})
 OWNED_BY = "funasr"
 STARTED = int(time.time())  # the models' ``created``: when this gateway loaded
-STREAM_BUFFER = 4  # events between the decodes and the socket: the socket sets the pace
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,23 +295,33 @@ async def list_models(serving: Serving | None, request: Request) -> Response:
 
 
 async def create_transcription(
-    serving: Serving | None, request: Request, metrics: GatewayMetrics
+    serving: Serving | None,
+    request: Request,
+    metrics: GatewayMetrics,
+    known: tuple[KnownSpeaker, ...] = (),
 ) -> Response:
-    """A whole file in OpenAI's shape; every refusal a counted OpenAI error."""
+    """A whole file in OpenAI's shape; every refusal a counted OpenAI error. ``known``:
+    the server's known speakers (ASR_SPEAKERS), which name ``diarized_json``'s speakers."""
 
     async def run(serving: Serving, request: Request) -> Response:
-        return await _transcribe(serving, request, metrics)
+        return await _transcribe(serving, request, metrics, known)
 
     return await serve_transcription(serving, request, metrics, run=run, refuse=error_response)
 
 
-async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetrics) -> Response:
+async def _transcribe(
+    serving: Serving, request: Request, metrics: GatewayMetrics, known: tuple[KnownSpeaker, ...]
+) -> Response:
     settings = serving.settings
-    form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS)
+    form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS, known_speakers.CAPS)
     asked = parse_request(form, model_ids(serving))
     model = served_model(serving, asked.model)
     check_speakers(model, asked.speakers)
     assert form.file is not None, "read_upload refuses a form without one"
+    # Known speakers name diarized_json's speakers only: elsewhere they are not read.
+    enrolment = known_speakers.Enrolment()
+    if asked.response_format == "diarized_json":
+        enrolment = await known_speakers.enrol(form, form.file, settings.max_session_s)
     samples = await decode_upload(serving, form.file)
     speech = None
     vad_pool = model.companion(Role.VAD)
@@ -328,17 +342,25 @@ async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetric
     decode = _Decode(model.whole_utterance_pool, samples, segments, asked)
     if asked.stream:
         return EventStream(lambda send: decode.stream(send, metrics))
-    turns = None
+    turns, names = None, {}
     try:
         speaker_pool = model.companion(Role.SPEAKER)
         if speech is not None:
             assert speaker_pool is not None, "check_speakers refused the request"
-            pieces, turns = await with_speaker_turns(decode.all, speaker_pool, speech, samples)
+            pieces, found = await with_speakers(
+                decode.all, speaker_pool, speech, samples, enrolment.samples
+            )
+            turns = found.turns
+            if asked.response_format == "diarized_json":
+                # Off the event loop: against a thousand known speakers it takes tens of ms.
+                names = await anyio.to_thread.run_sync(
+                    known_speakers.names_of, found, enrolment, known
+                )
         else:
             pieces = await decode.all()
     except GatewayError as error:
         raise refusal_for(error) from None
-    transcript = file_transcript(pieces, duration_s(samples), asked.language, turns)
+    transcript = file_transcript(pieces, duration_s(samples), asked.language, turns, names)
     rendered = render(transcript, asked.response_format, asked.granularities)
     return Response(rendered.body, media_type=rendered.media_type)
 
@@ -348,6 +370,7 @@ def file_transcript(
     duration: float,
     language: str,
     turns: tuple[SpeakerTurn, ...] | None = None,
+    names: Mapping[int, str] | None = None,
 ) -> FileTranscript:
     segments = tuple(
         TimedSegment(
@@ -362,7 +385,7 @@ def file_transcript(
     joined = join_segments(pieces)
     # The language the model heard (SenseVoice), else the request's as given.
     heard = joined.tags.language if joined.tags is not None and joined.tags.language else ""
-    return FileTranscript(joined.text, duration, heard or language, segments, turns)
+    return FileTranscript(joined.text, duration, heard or language, segments, turns, names or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,34 +438,3 @@ async def _send_error(
 ) -> None:
     metrics.transcription_refusals.labels(error.reason).inc()
     await send.send(sse(stream_error_event(error)))
-
-
-Produce = Callable[[MemoryObjectSendStream[bytes]], Awaitable[None]]
-
-
-class EventStream(HeldResponse):
-    """``text/event-stream`` whose events ``produce`` sends while the response runs, in a
-    task of the response's own (not an async generator: the decodes' task group must not
-    be suspended across a ``yield``); a client gone cancels it."""
-
-    def __init__(self, produce: Produce) -> None:
-        self._send, receive = anyio.create_memory_object_stream[bytes](STREAM_BUFFER)
-        self._produce = produce
-        super().__init__(
-            receive,
-            media_type="text/event-stream",
-            # No proxy may hold the events back (nginx buffers unless told not to).
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._run)
-            try:
-                await super().__call__(scope, receive, send)
-            finally:
-                group.cancel_scope.cancel()
-
-    async def _run(self) -> None:
-        async with self._send:
-            await self._produce(self._send)

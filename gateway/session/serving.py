@@ -44,9 +44,7 @@ class ServedModel:
         (1013) holding none when either is full. Leaving the stack gives them back."""
         with ExitStack() as taking:
             taking.enter_context(self.places.take())
-            capabilities = self.pool.capabilities
-            extra = capabilities.session_places - 1 if capabilities is not None else 0
-            taking.enter_context(admission.admit_more(extra))
+            taking.enter_context(admission.admit_more(self.pool.session_places - 1))
             return taking.pop_all()
 
     @property

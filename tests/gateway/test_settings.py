@@ -234,6 +234,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
         lambda s: s.hotword_rules_file,
         "/etc/asr/rules.txt",
     ),
+    "ASR_SPEAKERS": ("/etc/asr/speakers.json", lambda s: s.speakers_file, "/etc/asr/speakers.json"),
     "ASR_MODEL_CACHE": ("/tmp/models", lambda s: s.pool.model_cache_dir, "/tmp/models"),
 }
 

@@ -68,6 +68,7 @@ class FakeStream:
 class FakePool:
     text_is_delta = False
     regions = False
+    session_places = 1
 
     def __init__(self) -> None:
         self.streams: list[FakeStream] = []

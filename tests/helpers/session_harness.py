@@ -80,6 +80,7 @@ class EchoPool:
     settings: PoolSettings = field(default_factory=lambda: PoolSettings(model="checksum"))
     text_is_delta: bool = False
     regions: bool = False
+    session_places: int = 1
     ready: bool = True
     health: str | None = None
     model: None = None

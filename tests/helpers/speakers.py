@@ -16,6 +16,21 @@ def funasr_sentence_info(
 ) -> list[dict[str, Any]]:
     """``AutoModel(model, vad_model, punc_model, spk_model).generate`` on ``audio``: its
     sentences, each with the ``spk`` funasr gives it."""
+    return list(_generate(audio, asr, vad, punc, speaker)["sentence_info"])
+
+
+def funasr_speaker_centres(
+    audio: np.ndarray, asr: Path, vad: Path, punc: Path, speaker: Path
+) -> np.ndarray:
+    """The same ``generate`` with ``return_spk_center``: each speaker's mean embedding, at
+    the index of its ``spk``."""
+    result = _generate(audio, asr, vad, punc, speaker, return_spk_center=True)
+    return np.asarray(result["spk_embedding_center"])
+
+
+def _generate(
+    audio: np.ndarray, asr: Path, vad: Path, punc: Path, speaker: Path, **options: Any
+) -> dict[str, Any]:
     with quiet_funasr():
         from funasr import AutoModel
 
@@ -28,4 +43,5 @@ def funasr_sentence_info(
             disable_pbar=True,
             disable_log=True,
         )
-        return list(pipeline.generate(input=to_float(audio))[0]["sentence_info"])
+        result: dict[str, Any] = pipeline.generate(input=to_float(audio), **options)[0]
+        return result

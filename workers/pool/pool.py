@@ -354,13 +354,15 @@ class WorkerPool:
         return self._capabilities
 
     @property
-    def text_is_delta(self) -> bool:
-        """Whether each result's text is new text (streaming models) or a running value."""
+    def text_is_delta(self) -> bool:  # each result's text is new text, not a running value
         return self._capabilities is not None and self._capabilities.text_is_delta
 
     @property
-    def regions(self) -> bool:
-        """Whether each stream is one speech region (``EngineCapabilities.regions``)."""
+    def session_places(self) -> int:  # EngineCapabilities.session_places (1 before start)
+        return self._capabilities.session_places if self._capabilities is not None else 1
+
+    @property
+    def regions(self) -> bool:  # EngineCapabilities.regions: each stream a speech region
         return self._capabilities is not None and self._capabilities.regions
 
     @property

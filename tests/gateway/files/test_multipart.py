@@ -15,9 +15,11 @@ from gateway.files import multipart
 from gateway.files.errors import TranscribeError
 from gateway.files.multipart import (
     FIELD_MAX_BYTES,
+    FieldCap,
     FormReader,
     boundary_of,
     check_declared_length,
+    form_limit,
     paced,
     read_capped,
     read_form,
@@ -175,6 +177,39 @@ async def test_a_form_read_stops_at_its_cap_whatever_the_parts() -> None:
         await read_form(CONTENT_TYPE, chunks([head] + [bytes(65536)] * 100, taken), 1000)
     assert refused.value.status == 413
     assert sum(taken) < 1000 + (256 << 10) + 65536 + len(head) + 1
+
+
+CAPS = {"clip[]": FieldCap(max_bytes=100, values=2)}
+
+
+def test_a_capped_field_keeps_its_first_values_within_the_cap_and_counts_the_rest() -> None:
+    body = form(
+        part("file", b"RIFF", "a.wav"),
+        part("clip[]", b"a" * 100),
+        part("clip[]", b"b" * 101),  # over its size: read past
+        part("clip[]", b"c"),
+        part("clip[]", b"d"),  # past its count: read past, whatever its size
+    )
+    reader = FormReader(BOUNDARY, 1000, {"model"}, caps=CAPS)
+    for start in range(0, len(body), 7):
+        reader.feed(body[start : start + 7])
+    got = reader.finish()
+    assert got.values("clip[]") == ("a" * 100, "c")
+    assert got.dropped == {"clip[]": 2}
+    assert form_limit(1000, CAPS) == form_limit(1000) + 200
+
+
+@pytest.mark.anyio
+async def test_a_forms_cap_grows_by_what_its_capped_fields_may_keep() -> None:
+    clips = [part("clip[]", b"x" * 100)] * 2
+    # A body 100 bytes over the cap of a form without capped fields, within this one's.
+    padding = form_limit(1000) + 100 - len(form(part("pad", b""), *clips))
+    body = form(part("pad", bytes(padding)), *clips)
+    kept = await read_form(CONTENT_TYPE, chunks([body], []), 1000, caps=CAPS)
+    assert kept.values("clip[]") == ("x" * 100, "x" * 100)
+    with pytest.raises(TranscribeError) as refused:
+        await read_form(CONTENT_TYPE, chunks([body], []), 1000)
+    assert refused.value.status == 413
 
 
 @pytest.fixture

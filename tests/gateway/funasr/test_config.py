@@ -3,6 +3,7 @@ what a frame mid-utterance may change."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -158,3 +159,31 @@ def test_svs_fields_default_as_funasrs_cpp_server_and_reach_the_stream_options()
 def test_spk_is_off_unless_the_config_asks() -> None:
     assert parse_config({}).spk is False
     assert parse_config({"spk": True}).spk is True
+
+
+def test_known_speakers_come_as_names_and_base64_clips_paired() -> None:
+    clip = base64.b64encode(b"RIFF....WAVE").decode()
+    config = parse_config(
+        {"spk": True, "spk_names": ["alice", "bob"], "spk_refs": [clip, f"data:;base64,{clip}"]}
+    )
+    assert config.spk_names == ("alice", "bob")
+    assert config.spk_refs == (b"RIFF....WAVE", b"RIFF....WAVE")
+    assert parse_config({}, config).spk_refs == config.spk_refs  # kept by a later frame
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"spk_names": "alice", "spk_refs": ["QUJD"]}, "spk_names must be a list of strings"),
+        ({"spk_names": ["alice"], "spk_refs": [1]}, "spk_refs must be a list of strings"),
+        ({"spk_names": ["alice"]}, "pair up"),
+        ({"spk_names": ["a", "a"], "spk_refs": ["QUJD", "QUJD"]}, "each name is given once"),
+        ({"spk_names": ["alice"], "spk_refs": ["not base64!"]}, r"spk_refs\[0\]: .* base64"),
+        ({"spk_names": list("abcde"), "spk_refs": ["QUJD"] * 5}, "at most 4 known speakers"),
+    ],
+)
+def test_known_speakers_that_cannot_be_used_are_refused_by_name(
+    fields: dict[str, object], why: str
+) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        parse_config({"mode": "offline", "spk": True, **fields})

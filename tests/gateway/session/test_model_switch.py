@@ -20,6 +20,7 @@ from gateway.funasr.parser import (
     EndOfUtterance,
     Event,
 )
+from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
@@ -58,6 +59,7 @@ class TwoModels:
             model=model,
             settings=settings,
             budget=AudioBudget(1 << 30),
+            admission=Admission(64),
             hotword_rules=(),
         )
         self.events_in, events = anyio.create_memory_object_stream[Event](8)

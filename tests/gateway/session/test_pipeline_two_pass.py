@@ -14,6 +14,7 @@ from anyio import wait_all_tasks_blocked
 
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, Event
+from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
 from gateway.session.outbox import Outbox
 from gateway.session.pipeline import Pipeline
@@ -36,7 +37,11 @@ class Session:
             max_segment_bytes=SETTINGS.max_segment_bytes, endpoint=SETTINGS.endpoint
         )
         serving = SimpleNamespace(
-            default=model, settings=settings, budget=AudioBudget(1 << 30), hotword_rules=()
+            default=model,
+            settings=settings,
+            budget=AudioBudget(1 << 30),
+            admission=Admission(64),
+            hotword_rules=(),
         )
         self.events_in, events = anyio.create_memory_object_stream[Event](8)
         self.outbox = Outbox()

@@ -8,6 +8,7 @@ import random
 import signal
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -274,6 +275,17 @@ def test_a_model_that_cannot_load_fails_start_up_with_its_reason() -> None:
 def test_bad_settings_fail_start_up_with_the_variable_named() -> None:
     app = create_app(environ={"ASR_MODEL": "checksum", "ASR_MAX_SESSIONS": "many"})
     with pytest.raises(StartupError, match="ASR_MAX_SESSIONS"), GatewayClient(app):
+        pass
+
+
+def test_a_bad_speakers_file_fails_start_up_before_any_model_loads(tmp_path: Path) -> None:
+    speakers = tmp_path / "speakers.json"
+    speakers.write_text('{"speakers": [{"name": "alice", "voiceprint": [0, 0]}]}')
+    environ = {"ASR_MODEL": "/nonexistent/model", "ASR_SPEAKERS": str(speakers)}
+    with (
+        pytest.raises(StartupError, match=r"speakers\[0\]: a voiceprint is finite numbers"),
+        GatewayClient(create_app(environ=environ)),
+    ):
         pass
 
 

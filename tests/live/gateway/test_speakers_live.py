@@ -2,13 +2,18 @@
 CAM++ in a speaker pool. The turns the gateway answers with give each of funasr's own
 sentences (``generate(spk_model=...)`` on the same file) the speaker funasr gives it; our
 sentences' ``spk`` are funasr's ``distribute_spk`` of our turns; OpenAI's SDK reads a
-``speaker`` on each ``verbose_json`` segment. A client that resets its connection after its
-upload stops the VAD, the speakers and the decodes at once and gives its place back."""
+``speaker`` on each ``verbose_json`` segment, and ``diarized_json``'s speakers named by known
+speakers: a request's reference clips, and the server's set (ASR_SPEAKERS, made by
+``python -m gateway.ops.enrol``). A client that resets its connection after its upload stops
+the VAD, the speakers and the decodes at once and gives its place back."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,12 +34,32 @@ from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
 from tests.helpers.http_reset import send_then_reset
 from tests.helpers.speakers import funasr_sentence_info
-from workers.models.synthetic.voices import HIGH, LOW, conversation
+from workers.models.synthetic.voices import HIGH, LOW, Voice, conversation, speak
 
 pytestmark = pytest.mark.slow
 
 # As tests/live/workers/test_campplus.py: two voices, 2 s apart, 32 windows in all.
 AUDIO = conversation([(LOW, 3.0), (HIGH, 3.0)] * 4, 2.0, seed=3)
+# A third voice, the server's known speaker: the synthetic CAM++ puts it far from both of
+# AUDIO's (its clip's cosines with their voiceprints are 0.23 and 0.02), so it names neither,
+# and a conversation of it with the low voice is two speakers (its clip: 0.80 to its own).
+CAROL = Voice(180.0, 3.0)
+
+
+@pytest.fixture(scope="module")
+def speakers_file(campplus_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ASR_SPEAKERS as an operator makes it: the enrolment command on a clip of carol."""
+    folder = tmp_path_factory.mktemp("enrol")
+    clip = folder / "carol.wav"
+    clip.write_bytes(wav(speak(CAROL, 6.0, seed=30)))
+    out = folder / "speakers.json"
+    command = [sys.executable, "-m", "gateway.ops.enrol", str(out), f"carol={clip}"]
+    enrolled = subprocess.run(
+        [*command, "--model", str(campplus_model)], capture_output=True, text=True, timeout=300
+    )
+    assert enrolled.returncode == 0, enrolled.stderr
+    assert enrolled.stdout.strip() == f"{out}: 1 speakers (carol)"
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +68,7 @@ def server(
     tiny_punc_model: Path,
     tiny_vad_model: Path,
     campplus_model: Path,
+    speakers_file: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Gateway]:
     env = {
@@ -52,6 +78,7 @@ def server(
         "ASR_PUNC_MODEL": str(tiny_punc_model),
         "ASR_VAD_MODEL": str(tiny_vad_model),
         "ASR_SPEAKER_MODEL": str(campplus_model),
+        "ASR_SPEAKERS": str(speakers_file),
     }
     log = tmp_path_factory.mktemp("speakers") / "server.log"
     with serve_blocking(env, log, ready_timeout=240) as server:
@@ -172,6 +199,94 @@ def test_openais_sdk_reads_diarized_json_with_speakers_as_letters(
     ]
     assert len(set(expected)) > 1  # the voices were told apart: a test that can fail
     assert [s.id for s in diarized.segments] == [f"seg_{n}" for n in range(len(diarized.segments))]
+
+
+# -- speakers by name --------------------------------------------------------------------------
+
+
+def clip_url(voice: Voice, seconds: float, seed: int) -> str:
+    """A reference clip as OpenAI takes one: a WAV data URL."""
+    return "data:audio/wav;base64," + base64.b64encode(wav(speak(voice, seconds, seed))).decode()
+
+
+def diarized_speakers(server: Gateway, audio: np.ndarray = AUDIO, **known: Any) -> list[str]:
+    """``diarized_json``'s speakers through OpenAI's SDK, segment by segment."""
+    with openai.OpenAI(base_url=server.http + "/v1", api_key="k", max_retries=0) as client:
+        diarized = client.audio.transcriptions.create(
+            model="gpt-4o-transcribe-diarize",
+            file=("talk.wav", wav(audio)),
+            response_format="diarized_json",
+            **known,
+        )
+    return [segment.speaker for segment in diarized.segments]
+
+
+def test_known_speakers_name_the_speakers_they_sound_like(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    speakers = diarized_speakers(
+        server,
+        known_speaker_names=["bob", "alice"],
+        known_speaker_references=[clip_url(HIGH, 6.0, seed=11), clip_url(LOW, 6.0, seed=12)],
+    )
+    named = {0: "alice", 1: "bob"}  # speaker 0 is the low voice, which speaks first
+    assert speakers == [named[sentence["spk"]] for sentence in answer["sentences"]]
+
+
+def test_a_reference_like_no_speaker_leaves_a_letter(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    # dora sounds like carol, whom AUDIO does not have: the high voice keeps its letter.
+    speakers = diarized_speakers(
+        server,
+        known_speaker_names=["dora", "alice"],
+        known_speaker_references=[clip_url(CAROL, 4.0, seed=13), clip_url(LOW, 4.0, seed=14)],
+    )
+    named = {0: "alice", 1: "B"}
+    assert speakers == [named[sentence["spk"]] for sentence in answer["sentences"]]
+
+
+def test_the_servers_known_speaker_names_its_voice_and_a_reference_counts_first(
+    server: Gateway,
+) -> None:
+    audio = conversation([(LOW, 3.0), (CAROL, 3.0)] * 4, 2.0, seed=5)
+    plain = diarized_speakers(server, audio)  # ASR_SPEAKERS names carol; the low voice is A
+    assert plain[0] == "A"
+    assert set(plain) == {"A", "carol"}
+    # The request's carol is the low voice: it counts over the server's carol, whose voice
+    # then has no name, and keeps its letter.
+    theirs = diarized_speakers(
+        server,
+        audio,
+        known_speaker_names=["carol"],
+        known_speaker_references=[clip_url(LOW, 6.0, seed=15)],
+    )
+    assert theirs == [{"A": "carol", "carol": "B"}[speaker] for speaker in plain]
+
+
+def test_known_speakers_out_of_bounds_are_refused_where_used_and_ignored_elsewhere(
+    server: Gateway, answer: dict[str, Any]
+) -> None:
+    short = clip_url(LOW, 1.0, seed=16)
+    with openai.OpenAI(base_url=server.http + "/v1", api_key="k", max_retries=0) as client:
+
+        def create(response_format: Any, names: list[str], references: list[str]) -> Any:
+            return client.audio.transcriptions.create(
+                model="gpt-4o-transcribe-diarize",
+                file=("talk.wav", wav(AUDIO)),
+                response_format=response_format,
+                known_speaker_names=names,
+                known_speaker_references=references,
+            )
+
+        with pytest.raises(openai.BadRequestError, match="a reference lasts 2 to 10 s"):
+            create("diarized_json", ["alice"], [short])
+        with pytest.raises(openai.BadRequestError, match="at most 4 are taken"):
+            create("diarized_json", list("abcde"), [short] * 5)
+        with pytest.raises(openai.BadRequestError, match="they pair up"):
+            create("diarized_json", ["alice", "bob"], [short])
+        # OpenAI's rule: what a format does not use is ignored, never refused.
+        assert create("json", ["alice"], ["not a clip"]).text == answer["text"]
 
 
 def offline_session(server: Gateway, **fields: object) -> list[dict[str, Any]]:

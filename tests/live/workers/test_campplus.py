@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 import yaml
 
+from gateway.funasr.known_speakers import SAME_SPEAKER
 from shared.messages import EngineSpec, SpeakerTurn, StreamOptions
-from tests.helpers.speakers import funasr_sentence_info
+from tests.helpers.speakers import funasr_sentence_info, funasr_speaker_centres
 from workers.engines.base import ChunkItem
 from workers.engines.campplus.engine import CamppEngine
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.runtime.funasr_quiet import quiet_funasr
 from workers.engines.runtime.model_dir import model_class
-from workers.models.synthetic.voices import HIGH, LOW, conversation
+from workers.models.synthetic.voices import HIGH, LOW, conversation, speak
 
 pytestmark = pytest.mark.slow
 
@@ -117,3 +118,40 @@ def test_under_twenty_windows_is_one_speaker_and_no_speech_no_turns(
     assert engine.speaker_turns(audio, []) == ()
     # A region past the audio's end has nothing to embed.
     assert engine.speaker_turns(audio[:16000], [(5000, 6000)]) == ()
+
+
+def test_each_speakers_voiceprint_is_funasrs_speaker_centre_normalised(
+    engine: CamppEngine,
+    audio: np.ndarray,
+    funasr_regions: list[tuple[int, int]],
+    tiny_timestamp_model: Path,
+    tiny_vad_model: Path,
+    tiny_punc_model: Path,
+    campplus_model: Path,
+) -> None:
+    """``generate(return_spk_center=True)``'s centres, label by label: the mean embedding
+    of each speaker's windows, which the voiceprints are, made unit length."""
+    decoded = engine.diarize(audio, funasr_regions)
+    assert decoded.speakers == engine.speaker_turns(audio, funasr_regions)
+    centres = funasr_speaker_centres(
+        audio, tiny_timestamp_model, tiny_vad_model, tiny_punc_model, campplus_model
+    )
+    assert centres.shape == (2, 192)  # the two voices: the comparison can fail
+    expected = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.array(decoded.voiceprints), expected, atol=1e-5)
+
+
+def test_a_clip_of_one_voice_is_one_speaker_whose_voiceprint_is_its_own(
+    engine: CamppEngine, audio: np.ndarray, funasr_regions: list[tuple[int, int]]
+) -> None:
+    """A reference clip (under 20 windows, one region over it all) is one speaker, and its
+    voiceprint is near the cluster of its voice in a conversation, far from the other's."""
+    conversation_prints = np.array(engine.diarize(audio, funasr_regions).voiceprints)
+    for voice, label in ((LOW, 0), (HIGH, 1)):
+        clip = speak(voice, 6.0, seed=20 + label)
+        decoded = engine.diarize(clip, [(0, 6000)])
+        assert {turn.speaker for turn in decoded.speakers} == {0}
+        (voiceprint,) = decoded.voiceprints
+        assert abs(np.linalg.norm(voiceprint) - 1.0) < 1e-9
+        similarity = conversation_prints @ np.array(voiceprint)
+        assert similarity[label] >= SAME_SPEAKER > similarity[1 - label]

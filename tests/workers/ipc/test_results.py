@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import select
 import threading
 from multiprocessing.connection import Connection
 
+import numpy as np
 import pytest
 
-from shared.messages import Decoded, SlotsFreed, StreamResult, WorkerMessage
+from shared.messages import (
+    MAX_VOICEPRINT_DIMS,
+    MAX_VOICEPRINTS,
+    Decoded,
+    SlotsFreed,
+    SpeakerTurn,
+    StreamResult,
+    WorkerMessage,
+)
 from workers.ipc.results import ResultReader, unpickle_batch
 
 WAIT_S = 10.0
@@ -105,3 +115,33 @@ def test_a_read_of_a_connection_closed_under_the_reader_fails() -> None:
             reader.fileno()
     finally:
         sending.close()
+
+
+def test_a_speaker_result_with_the_most_voiceprints_arrives_whole_and_stays_small() -> None:
+    rng = np.random.default_rng(0)
+    voiceprints = tuple(
+        tuple(float(v) for v in row) for row in rng.standard_normal((MAX_VOICEPRINTS, 192))
+    )
+    turns = tuple(SpeakerTurn(n * 1000, n * 1000 + 900, n) for n in range(MAX_VOICEPRINTS))
+    final = StreamResult(9, 4, Decoded(speakers=turns, voiceprints=voiceprints), is_final=True)
+    receiving, sending = _pipe()
+    reader = ResultReader(receiving)
+    writer = threading.Thread(target=sending.send, args=((final,),))
+    writer.start()
+    try:
+        got, _, _ = _read_until(reader, 1)
+    finally:
+        writer.join(WAIT_S)
+        reader.close()
+        sending.close()
+    assert got == [(final,)]
+    # The bound of the field, each voiceprint as long as it may be: a few MB at most.
+    widest = tuple((1.0,) * MAX_VOICEPRINT_DIMS for _ in range(MAX_VOICEPRINTS))
+    assert len(pickle.dumps(Decoded(voiceprints=widest))) < 2_500_000
+
+
+def test_a_result_past_the_bound_of_voiceprints_is_not_made() -> None:
+    with pytest.raises(ValueError, match=f"at most {MAX_VOICEPRINTS} voiceprints"):
+        Decoded(voiceprints=((1.0,),) * (MAX_VOICEPRINTS + 1))
+    with pytest.raises(ValueError, match=f"at most {MAX_VOICEPRINT_DIMS} floats"):
+        Decoded(voiceprints=((1.0,) * (MAX_VOICEPRINT_DIMS + 1),))

@@ -8,7 +8,10 @@ of each window (the model's own ``inference``: fbank, mean removed), the embeddi
 clustered (``ClusterBackend``: none under 20 windows, spectral clustering under 2,048,
 UMAP and HDBSCAN above, similar speakers merged), and the windows' labels turned into
 speaker turns (``postprocess``: merged, overlaps split, turns under 0.7 s given to a
-neighbour). The final result's ``speakers`` are those turns, in ms; its text is empty.
+neighbour). The final result's ``speakers`` are those turns, in ms, and its
+``voiceprints`` each label's voiceprint: the L2-normalised mean of the embeddings of the
+windows given that label (funasr's ``return_spk_center``, normalised), by which the gateway
+names a speaker after a reference clip; its text is empty.
 
 The embeddings are computed ``EMBEDDING_BATCH`` windows at a time, so a long file costs
 the worker its audio and one batch's features, never all of them at once.
@@ -23,7 +26,7 @@ import numpy as np
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities
-from shared.messages import SAMPLE_RATE, Decoded, EngineSpec, SpeakerTurn
+from shared.messages import MAX_VOICEPRINTS, SAMPLE_RATE, Decoded, EngineSpec, SpeakerTurn
 from workers.engines.paraformer.streaming import load_automodel, to_float
 from workers.engines.runtime.funasr_quiet import quiet_funasr
 from workers.engines.table import Step, engine_error
@@ -57,16 +60,21 @@ class CamppEngine(WholeUtteranceEngine):
         # A file at a time: its windows are batched already, and files seldom end together.
         for final in finals:
             try:
-                turns = self.speaker_turns(final.audio, final.options.speech_regions)
+                decoded = self.diarize(final.audio, final.options.speech_regions)
             except Exception as exc:
                 step.fail(final.item.stream_id, engine_error(exc))
                 continue
-            step.answer(final.index, Decoded(speakers=turns))
+            step.answer(final.index, decoded)
 
     def speaker_turns(
         self, audio: Samples, regions: Sequence[tuple[int, int]]
     ) -> tuple[SpeakerTurn, ...]:
         """Who spoke when in ``audio``, from the windows of its speech ``regions`` (ms)."""
+        return self.diarize(audio, regions).speakers
+
+    def diarize(self, audio: Samples, regions: Sequence[tuple[int, int]]) -> Decoded:
+        """``audio``'s speaker turns, from the windows of its speech ``regions`` (ms), and
+        each speaker label's voiceprint."""
         with quiet_funasr():
             from funasr.models.campplus.utils import postprocess, sv_chunk
 
@@ -79,7 +87,7 @@ class CamppEngine(WholeUtteranceEngine):
         ]
         windows = sorted(sv_chunk(segments), key=lambda window: window[0])
         if not windows:
-            return ()
+            return Decoded()
         embeddings = np.concatenate(
             [
                 self._embed([window[2] for window in windows[at : at + EMBEDDING_BATCH]])
@@ -91,9 +99,12 @@ class CamppEngine(WholeUtteranceEngine):
         # A tensor, as funasr passes it: its speaker merging averages in torch's arithmetic.
         labels = self._cluster(torch.from_numpy(embeddings), oracle_num=None)
         turns = postprocess(windows, None, labels, embeddings)
-        return tuple(
-            SpeakerTurn(round(start * 1000), round(end * 1000), int(speaker))
-            for start, end, speaker in turns
+        return Decoded(
+            speakers=tuple(
+                SpeakerTurn(round(start * 1000), round(end * 1000), int(speaker))
+                for start, end, speaker in turns
+            ),
+            voiceprints=voiceprints(np.asarray(labels), embeddings),
         )
 
     def _embed(self, windows: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
@@ -105,3 +116,23 @@ class CamppEngine(WholeUtteranceEngine):
                 data_in=windows, device=self._model.kwargs["device"]
             )
         return np.asarray(results[0]["spk_embedding"].cpu().numpy(), dtype=np.float32)
+
+
+def voiceprints(
+    labels: np.ndarray[Any, Any], embeddings: np.ndarray[Any, Any]
+) -> tuple[tuple[float, ...], ...]:
+    """Each speaker label's voiceprint, label k's at index k: the L2-normalised mean of
+    its windows' ``embeddings``. The labels are numbered as ``postprocess`` numbers the
+    turns' (funasr's ``correct_labels``: 0, 1, ... in order of first appearance), so that
+    a turn's speaker indexes its voiceprint; past MAX_VOICEPRINTS labels none is sent."""
+    with quiet_funasr():
+        from funasr.models.campplus.utils import correct_labels
+
+    numbered = correct_labels(labels)
+    prints = []
+    for label in range(min(int(numbered.max(initial=-1)) + 1, MAX_VOICEPRINTS)):
+        mean = embeddings[numbered == label].astype(np.float64).mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        # A zero mean has no direction: sent as zeros, which match nothing.
+        prints.append(tuple(float(v) for v in (mean / norm if norm > 0 else mean)))
+    return tuple(prints)
