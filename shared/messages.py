@@ -55,6 +55,9 @@ class StreamOptions:
     # A speaker model's stream (CAM++): where the stream's audio has speech, [start, end]
     # in ms from its start, in order (the VAD's regions, as funasr embeds each one).
     speech_regions: tuple[tuple[int, int], ...] = ()
+    # A re-decoding streaming engine's final result is its decode of the whole region;
+    # False: the last partial's text again, where another pass decodes the whole (2pass).
+    final_decode: bool = True
 
     def __post_init__(self) -> None:
         _check_regions(self.speech_regions)
@@ -299,3 +302,4 @@ class EngineSpec:
     stream_idle_timeout_s: float = 300.0
     precision: Precision = "fp32"  # paraformer-onnx's graphs
     punc_model_dir: str | None = None  # paraformer-offline: punctuate with this CT-Transformer
+    redecode_window_s: float = 8.0  # a re-decoding streaming engine's window (SenseVoice)

@@ -124,6 +124,8 @@ class PoolSettings:
     max_batch: int = setting(table.MAX_BATCH)
     stream_window: int = setting(table.STREAM_WINDOW)  # results unread before send() waits
     stream_idle_timeout_s: float = setting(table.STREAM_IDLE_TIMEOUT)
+    # A re-decoding streaming engine's window (streaming SenseVoice).
+    redecode_window_s: float = setting(table.REDECODE_WINDOW)
     start_timeout_s: float = setting(table.WORKER_START_TIMEOUT)
     stop_timeout_s: float = setting(table.WORKER_STOP_TIMEOUT)
     # A worker that owes results and sends none for this long, plus

@@ -308,6 +308,12 @@ STREAM_IDLE_TIMEOUT = Setting(
     300.0,
     "seconds after which a worker drops a stream that gets no audio",
 )
+REDECODE_WINDOW = Setting(
+    "ASR_REDECODE_WINDOW_SECONDS",
+    SECONDS,
+    8.0,
+    "most audio a streaming SenseVoice partial decodes again (docs/models.md)",
+)
 WORKER_START_TIMEOUT = Setting(
     "ASR_WORKER_START_TIMEOUT", SECONDS, 300.0, "seconds a worker may take to load its model"
 )
@@ -605,6 +611,7 @@ PER_MODEL: tuple[Setting[Any], ...] = (
     MAX_BATCH,
     STREAM_WINDOW,
     STREAM_IDLE_TIMEOUT,
+    REDECODE_WINDOW,
     WORKER_START_TIMEOUT,
     WORKER_STOP_TIMEOUT,
     WORKER_STEP_TIMEOUT,

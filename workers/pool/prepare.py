@@ -56,6 +56,7 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
             stream_idle_timeout_s=settings.stream_idle_timeout_s,
             precision=settings.onnx_precision,
             punc_model_dir=punc_model_dir,
+            redecode_window_s=settings.redecode_window_s,
         )
         for device in settings.worker_devices
     ]

@@ -20,6 +20,8 @@ result of each region its whole decode, the last one's ``is_final``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gateway.audio.chunker import ChunkCutter
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.funasr.config import SessionConfig
@@ -89,8 +91,12 @@ class TwoPass(Utterance):
                 origin_bytes=self.sentence_origin,
                 running=self._regions,
             )
+        options = self.config.stream_options()
+        if self.offline_pass and self.settings.streaming_regions:
+            # The offline pass decodes the sentence whole: the streaming pass need not.
+            options = replace(options, final_decode=False)
         return [
-            OpenStream(self._streaming, self.config.stream_options()),
+            OpenStream(self._streaming, options),
             RelayResults((self._streaming,), frames, last=False),
         ]
 

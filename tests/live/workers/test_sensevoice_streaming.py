@@ -163,3 +163,16 @@ def test_the_onnx_streaming_engine_gives_funasrs_text(
         funasr_model, pieces[:-1], engine.window_cap, "en", True
     )
     assert outputs[-1].text == split_tags(raw_text(funasr_model, audio, "en", True))[0]
+
+
+def test_without_a_final_decode_the_final_is_the_last_partial(
+    tiny_sensevoice_model: Path,
+) -> None:
+    """A 2pass sentence's streaming pass: its offline pass decodes the sentence whole, so
+    the final piece costs no decode (``StreamOptions.final_decode``)."""
+    spec = EngineSpec("sensevoice-streaming", model_dir=str(tiny_sensevoice_model))
+    engine = RedecodingEngine(SenseVoiceEngine.load(spec))
+    options = StreamOptions(final_decode=False)
+    *partials, final = stream_through(engine, {1: (clip(5, 1.5), options)})[1]
+    assert partials[-1].text
+    assert (final.final, final.decoded) == (True, partials[-1].decoded)

@@ -66,6 +66,13 @@ def test_open_carries_the_language_and_the_models_own_itn(language: str, model_i
     assert decoded.options == options
 
 
+@pytest.mark.parametrize("final_decode", [True, False])
+def test_open_carries_whether_a_final_decode_is_asked(final_decode: bool) -> None:
+    options = StreamOptions(final_decode=final_decode)
+    decoded = CommandHeader.unpack(CommandHeader(CommandKind.OPEN, 3, options=options).pack())
+    assert decoded.options == options
+
+
 def test_an_open_with_a_language_past_the_list_is_refused() -> None:
     packed = bytearray(CommandHeader(CommandKind.OPEN, 3).pack())
     packed[2] = len(SPOKEN_LANGUAGES)

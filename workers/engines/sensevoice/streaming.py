@@ -13,7 +13,8 @@ each piece before the final one (a chunk of ``chunk_size[1]`` x 60 ms, cut by th
 the stream's text so far is decoded again and answered, tagged (``text_is_delta`` false:
 each result is the region's text so far, and may revise the one before). The final piece
 is answered with the decode of the whole region: SenseVoice's offline decode of exactly that
-audio, as ``generate`` gives it.
+audio, as ``generate`` gives it (unless another pass decodes it, ``StreamOptions
+.final_decode``: a 2pass sentence's offline pass; then with the last partial again).
 
 **Batched across streams.** Every stream with a piece in the step is decoded in the same
 calls: one per group of the same language and ITN choice and of similar lengths
@@ -44,7 +45,7 @@ import numpy as np
 
 from shared.audio import Samples
 from shared.engines import EngineCapabilities
-from shared.messages import SAMPLE_RATE, Decoded, EngineSpec, StreamOptions
+from shared.messages import NOTHING, SAMPLE_RATE, Decoded, EngineSpec, StreamOptions
 from workers.engines.base import ChunkItem, ChunkOutput
 from workers.engines.table import Step, TableEngine, engine_error
 from workers.engines.whole_utterance import Final, calls
@@ -68,6 +69,7 @@ class Region:
     window_start: int = 0  # the first piece of the open window
     window_samples: int = 0  # its length
     kept: list[str] = field(default_factory=list)  # the closed windows' texts
+    said: Decoded = NOTHING  # the last partial's answer
 
     def audio(self, start: int = 0) -> Samples:
         if not self.pieces[start:]:
@@ -111,6 +113,8 @@ class RedecodingEngine(TableEngine[Region]):
         for index, item, region in step.pending():
             if last_of[item.stream_id] != index:
                 step.answer(index)  # superseded by a later piece of its stream
+            elif item.final and not region.options.final_decode:
+                step.answer(index, region.said)  # another pass decodes the whole region
             elif item.final:
                 due.append(_Due(index, item.stream_id, True, region.audio(), region))
             else:
@@ -144,7 +148,8 @@ class RedecodingEngine(TableEngine[Region]):
         if region.window_samples >= self.window_cap:
             region.kept.append(decoded.text)
             region.window_start, region.window_samples = len(region.pieces), 0
-        return Decoded(text, tags=decoded.tags)
+        region.said = Decoded(text, tags=decoded.tags)
+        return region.said
 
 
 def _language_and_itn(options: StreamOptions) -> tuple[str, bool]:
@@ -160,7 +165,7 @@ class SenseVoiceStreamingEngine(RedecodingEngine):
     def load(cls, spec: EngineSpec) -> SenseVoiceStreamingEngine:
         from workers.engines.sensevoice.engine import SenseVoiceEngine
 
-        return cls(SenseVoiceEngine.load(spec))
+        return cls(SenseVoiceEngine.load(spec), spec.redecode_window_s)
 
 
 class SenseVoiceStreamingOnnxEngine(RedecodingEngine):
@@ -172,4 +177,4 @@ class SenseVoiceStreamingOnnxEngine(RedecodingEngine):
     def load(cls, spec: EngineSpec) -> SenseVoiceStreamingOnnxEngine:
         from workers.engines.sensevoice.onnx_engine import SenseVoiceOnnxEngine
 
-        return cls(SenseVoiceOnnxEngine.load(spec))
+        return cls(SenseVoiceOnnxEngine.load(spec), spec.redecode_window_s)

@@ -11,7 +11,7 @@ from gateway.funasr.results import Label, Partials
 from gateway.funasr.running_text import RunningText, running_frame_text
 from gateway.funasr.two_pass_frames import SentencePartials, ShownPartials
 from gateway.session.utterance import utterance_for
-from gateway.session.utterance.actions import HoldAudio, Pool, RelayResults
+from gateway.session.utterance.actions import HoldAudio, OpenStream, Pool, RelayResults
 from shared.messages import Decoded, SpeechTags, StreamResult
 from tests.helpers.utterance import SETTINGS, audio_of, loud, opened, quiet
 
@@ -112,3 +112,13 @@ def test_a_2pass_sentences_revision_carries_the_whole_online_text() -> None:
 
 def _label() -> Label:
     return Label("2pass", "w")
+
+
+def test_a_2pass_streaming_pass_asks_no_final_decode_of_a_regions_model() -> None:
+    """Its offline pass decodes the sentence whole; a plain streaming model's pass is
+    unchanged."""
+    config = replace(CONFIG, mode="2pass")
+    for settings, final_decode in ((REGIONS, False), (SETTINGS, True)):
+        actions = utterance_for(config, settings, vad=False).start()
+        (opening,) = [a for a in actions if isinstance(a, OpenStream)]
+        assert opening.options.final_decode is final_decode
