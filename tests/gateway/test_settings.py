@@ -175,6 +175,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_MAX_BATCH": ("4", lambda s: s.pool.max_batch, 4),
     "ASR_STREAM_WINDOW": ("16", lambda s: s.pool.stream_window, 16),
     "ASR_STREAM_IDLE_TIMEOUT": ("30", lambda s: s.pool.stream_idle_timeout_s, 30.0),
+    "ASR_REDECODE_WINDOW_SECONDS": ("4.8", lambda s: s.pool.redecode_window_s, 4.8),
     "ASR_WORKER_START_TIMEOUT": ("40", lambda s: s.pool.start_timeout_s, 40.0),
     "ASR_WORKER_STOP_TIMEOUT": ("2", lambda s: s.pool.stop_timeout_s, 2.0),
     "ASR_WORKER_STEP_TIMEOUT": ("9", lambda s: s.pool.step_timeout_s, 9.0),
