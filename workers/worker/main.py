@@ -148,7 +148,10 @@ def _serve(
     """Serve commands until told to stop. Raises :class:`_DeviceBroken` (the step's
     answers sent first) where a step broke the GPU."""
     hold_finals = engine.capabilities.decodes_at_final
-    pending = PendingCommands(one_chunk_per_stream=not hold_finals)
+    # A whole-utterance engine only buffers the pieces before a final, and a re-decoding
+    # one decodes a stream once at its last waiting piece: both take every waiting piece.
+    takes_all = hold_finals or engine.capabilities.regions
+    pending = PendingCommands(one_chunk_per_stream=not takes_all)
     next_idle_check = time.monotonic() + POLL_INTERVAL_S
     clock, step_times, duty = ChunkClock(), StepTimes(), Duty()
     while True:

@@ -92,7 +92,12 @@ class RedecodingEngine(TableEngine[Region]):
     """A streaming engine over an offline recogniser: each region decoded again at every
     chunk (in windows of at most ``window_s`` seconds), and whole at its end."""
 
-    capabilities = EngineCapabilities(text_is_delta=False, languages=True, regions=True)
+    # A session costs 6 of the gateway's places: on this 2-core machine two workers serve 2
+    # such streams in real time against 13 of the streaming Paraformer's (ONNX fp32), the
+    # window bounding each chunk's decode (BENCHMARKS.md, "Streaming SenseVoice").
+    capabilities = EngineCapabilities(
+        text_is_delta=False, languages=True, regions=True, session_places=6
+    )
 
     def __init__(self, recogniser: Recogniser, window_s: float = PARTIAL_WINDOW_S) -> None:
         super().__init__()
