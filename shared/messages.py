@@ -58,6 +58,10 @@ class StreamOptions:
     # A re-decoding streaming engine's final result is its decode of the whole region;
     # False: the last partial's text again, where another pass decodes the whole (2pass).
     final_decode: bool = True
+    # A speaker model's stream (CAM++): its result is each window's embedding
+    # (``Decoded.window_embeddings``) rather than clustered turns: a 2pass sentence's, for
+    # the session's live speaker tracker (``gateway.speakers.tracker``).
+    window_embeddings: bool = False
 
     def __post_init__(self) -> None:
         _check_regions(self.speech_regions)
@@ -147,12 +151,16 @@ class Decoded:
     # the L2-normalised mean of the embeddings of that label's windows; at most
     # MAX_VOICEPRINTS of at most MAX_VOICEPRINT_DIMS floats. Empty otherwise.
     voiceprints: tuple[tuple[float, ...], ...] = ()
+    # A speaker model's stream that asked for them (``StreamOptions.window_embeddings``):
+    # each window's embedding, in time order; bounded as the voiceprints are.
+    window_embeddings: tuple[tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
         # Checked where a result is made (the worker): unpickling does not run it.
-        if self.voiceprints and (
-            len(self.voiceprints) > MAX_VOICEPRINTS
-            or any(len(vector) > MAX_VOICEPRINT_DIMS for vector in self.voiceprints)
+        if any(
+            len(vectors) > MAX_VOICEPRINTS
+            or any(len(vector) > MAX_VOICEPRINT_DIMS for vector in vectors)
+            for vectors in (self.voiceprints, self.window_embeddings)
         ):
             raise ValueError(
                 f"at most {MAX_VOICEPRINTS} voiceprints of at most {MAX_VOICEPRINT_DIMS} floats"

@@ -329,6 +329,10 @@ class WholeText:
         self._last: tuple[StreamResult, int] | None = None  # the last final, its worker
         self._speakers = speakers
         self._turns: tuple[SpeakerTurn, ...] = ()
+        # More of the frame's fields, and of each of its ``stamp_sents``: a pass's own
+        # (a 2pass sentence's live speaker, ``spk``).
+        self.fields: dict[str, object] = {}
+        self.sentence_fields: dict[str, object] = {}
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
         if self._speakers and len(self._texts) == len(self._offsets_ms):
@@ -367,9 +371,10 @@ class WholeText:
                 sentence["spk"] = speaker
             extra["speakers"] = turns_json(self._turns)
         if self._sentences:
-            extra["stamp_sents"] = self._sentences
+            extra["stamp_sents"] = [{**s, **self.sentence_fields} for s in self._sentences]
         if self._tags is not None:
             extra.update(tag_fields(self._tags))
+        extra.update(self.fields)
         frame = result_message(
             mode=self.mode,
             text=self.label.corrections.apply(join_texts(self._texts)),

@@ -19,8 +19,11 @@ the offline texts alone: nothing it was shown is lost, nothing is shown twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gateway.funasr.results import Label, Partials, WholeText, result_message
 from gateway.funasr.running_text import running_frame_text
+from gateway.speakers.tracker import SpeakerRevision, SpeakerTracker
 from shared.messages import StreamResult
 
 
@@ -100,7 +103,14 @@ class SentencePartials(Partials):
 class SentenceText(WholeText):
     """Sentence ``sentence``'s offline pass: its ``2pass-offline`` frame, then the later
     sentences' partials resent, if they have any. Relayed in the background, behind the
-    later sentences' partials."""
+    later sentences' partials.
+
+    ``speakers`` (``"spk": true``): the utterance's live speaker tracker. A second stream
+    follows the offline decode's, the speaker pool's embeddings of the sentence's windows;
+    the tracker labels the sentence when its frame goes out (frames go in sentence order),
+    as ``spk`` on the frame and on each of its ``stamp_sents``, with the sentence's number
+    (``sentence``). Before the utterance's final frame, the tracker's re-cluster of the
+    utterance, and what it relabels goes out as one ``spk_revisions`` frame."""
 
     background = True
 
@@ -113,6 +123,7 @@ class SentenceText(WholeText):
         final: bool,
         offset_ms: int,
         text_is_delta: bool,
+        speakers: SpeakerTracker | None = None,
     ) -> None:
         super().__init__(
             "2pass-offline",
@@ -123,9 +134,26 @@ class SentenceText(WholeText):
         )
         self._shown = shown
         self._sentence = sentence
+        self._tracker = speakers
+        self._decoded = False  # the offline decode's final result has come
+        self._windows: tuple[tuple[float, ...], ...] = ()
+
+    def push(self, result: StreamResult, worker: int) -> list[str]:
+        if self._tracker is not None and self._decoded:  # the speaker stream's
+            self._windows = result.decoded.window_embeddings or self._windows
+            return []
+        self._decoded = result.is_final
+        return super().push(result, worker)
 
     def finish(self) -> list[str]:
-        frames = super().finish()
+        revisions: list[str] = []
+        if self._tracker is not None:
+            speaker = self._tracker.assign(self._sentence, self._windows)
+            self.fields.update(spk=speaker, sentence=self._sentence)
+            self.sentence_fields["spk"] = speaker
+            if self.final:
+                revisions = speaker_revisions(self._tracker.finish(), self.label.wav_name)
+        frames = revisions + super().finish()
         resent = self._shown.settle(self._sentence)
         if resent:
             frames.append(resent_partials(resent, self.label.wav_name))
@@ -139,3 +167,17 @@ def resent_partials(text: str, wav_name: str) -> str:
     return result_message(
         mode="2pass-online", text=text, wav_name=wav_name, is_final=False, extra={"resent": True}
     )
+
+
+def speaker_revisions(revisions: Sequence[SpeakerRevision], wav_name: str) -> list[str]:
+    """The tracker's relabels at the end of the utterance, as one frame before the final
+    one (none if nothing changed): ``spk_revisions``, each sentence's number and its new
+    ``spk`` (``was``: the label its frame had). A ``2pass-online`` frame with no text, so
+    that FunASR's clients, which know no revision, show nothing new."""
+    if not revisions:
+        return []
+    changes = [{"sentence": r.sentence, "spk": r.new, "was": r.old} for r in revisions]
+    extra = {"spk_revisions": changes}
+    return [
+        result_message(mode="2pass-online", text="", wav_name=wav_name, is_final=False, extra=extra)
+    ]

@@ -24,7 +24,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": set(),
     "settings": {"audio", "models"},
     "metrics": set(),
-    "funasr": {"audio"},
+    "funasr": {"audio", "speakers"},
     "limits": {"audio", "funasr", "settings", "models"},
     "whole": {"audio", "funasr"},
     "speakers": set(),  # the live speaker tracker: numpy only

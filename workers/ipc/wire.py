@@ -27,6 +27,7 @@ FLAG_FINAL = 0x01  # the last audio of the stream: flush and send the final resu
 FLAG_ITN = 0x02  # OPEN: the stream's options ask for inverse text normalization
 FLAG_MODEL_ITN = 0x04  # OPEN: a model with its own ITN (SenseVoice) is to use it
 FLAG_NO_FINAL_DECODE = 0x08  # OPEN: a re-decoding engine need not decode the whole at the end
+FLAG_WINDOW_EMBEDDINGS = 0x10  # OPEN: a speaker model answers its windows' embeddings
 NO_SLOT = -1
 
 # kind, flags, OPEN's language (its index in SPOKEN_LANGUAGES), (pad), stream_id, seq, slot,
@@ -73,6 +74,7 @@ class CommandHeader:
             flags |= FLAG_ITN if options.itn else 0
             flags |= FLAG_MODEL_ITN if options.model_itn else 0
             flags |= 0 if options.final_decode else FLAG_NO_FINAL_DECODE
+            flags |= FLAG_WINDOW_EMBEDDINGS if options.window_embeddings else 0
             language = SPOKEN_LANGUAGES.index(options.language)
         header = _HEADER.pack(
             self.kind,
@@ -136,6 +138,7 @@ class CommandHeader:
                 language=_language(language),
                 model_itn=bool(flags & FLAG_MODEL_ITN),
                 final_decode=not flags & FLAG_NO_FINAL_DECODE,
+                window_embeddings=bool(flags & FLAG_WINDOW_EMBEDDINGS),
             )
         return cls(command_kind, stream_id, seq, slot, length, flags, sent_ns, options)
 

@@ -23,7 +23,8 @@ Whole-utterance engines (``decodes_at_final``) take every waiting piece at once 
 their pieces before the final are only buffered, and a step per piece would cost a step's
 overhead each. So do re-decoding engines (``regions``: streaming SenseVoice), which decode
 a stream once at its last piece in the step: a step per piece would decode every piece of a
-backlog, each a whole window, and the stream would fall further behind. Order is kept within each stream (its OPEN, its chunks, its CLOSE); across
+backlog, each a whole window, and the stream would fall further behind. Order is kept
+within each stream (its OPEN, its chunks, its CLOSE); across
 streams it does not matter. A STOP goes into a step only once nothing received before it
 is still waiting.
 """

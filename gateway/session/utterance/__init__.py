@@ -33,9 +33,10 @@ __all__ = ["Utterance", "UtteranceSettings", "utterance_for"]
 def utterance_for(config: SessionConfig, settings: UtteranceSettings, *, vad: bool) -> Utterance:
     """The utterance ``config`` starts; ``vad``: 2pass sentences end where the VAD pool says.
     A ``spk`` the session cannot serve is refused (``ProtocolError``): speakers are told
-    apart in a whole utterance (``offline``), by a model that has a speaker model."""
-    if config.spk and config.mode != "offline":
-        raise ProtocolError("spk (speaker labels) is served in the offline mode only")
+    apart in a whole utterance (``offline``) or in each 2pass sentence as it closes (a live
+    tracker), by a model that has a speaker model."""
+    if config.spk and config.mode == "online":
+        raise ProtocolError("spk (speaker labels) is served in the offline and 2pass modes")
     if config.spk and not settings.speakers:
         raise ProtocolError("spk: the session's model has no speaker model (ASR_SPEAKER_MODEL)")
     match config.mode:

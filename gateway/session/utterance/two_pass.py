@@ -40,7 +40,8 @@ from gateway.session.utterance.actions import (
     StreamRef,
 )
 from gateway.session.utterance.base import Utterance, UtteranceSettings
-from shared.messages import SAMPLE_RATE
+from gateway.speakers.tracker import SpeakerTracker
+from shared.messages import SAMPLE_RATE, StreamOptions
 
 
 class TwoPass(Utterance):
@@ -60,6 +61,9 @@ class TwoPass(Utterance):
         self._sentences = 0  # begun so far
         self._shown = ShownPartials()
         self._regions = RunningText()  # without the offline pass: the online text
+        # ``"spk": true``: each sentence's speaker, from the speaker pool's embeddings of
+        # its windows, stable for the utterance (FunASR's stream).
+        self._speakers = SpeakerTracker() if config.spk and offline_pass else None
         self._region_frames: Partials | None = None
 
     def start(self) -> list[Action]:
@@ -138,11 +142,24 @@ class TwoPass(Utterance):
             final=last,
             offset_ms=offset_ms,
             text_is_delta=self.settings.whole_text_is_delta,
+            speakers=self._speakers,
         )
+        audio = memoryview(sentence)[skip:]
+        streams: tuple[StreamRef, ...] = (offline,)
+        speaker_actions: list[Action] = []
+        duration_ms = len(audio) * 1000 // BYTES_PER_SECOND
+        if self._speakers is not None and duration_ms > 0:
+            # The windows of the audio the offline pass decodes, embedded beside it.
+            speaker = StreamRef(Pool.SPEAKER)
+            regions = StreamOptions(speech_regions=((0, duration_ms),), window_embeddings=True)
+            streams = (offline, speaker)
+            speaker_actions = [OpenStream(speaker, regions), FinishStream(speaker, audio)]
         actions += [
             OpenStream(offline, self.config.stream_options()),
-            RelayResults((offline,), frames, last=last),
-            FinishStream(offline, memoryview(sentence)[skip:]),
+            *speaker_actions[:1],
+            RelayResults(streams, frames, last=last),
+            FinishStream(offline, audio),
+            *speaker_actions[1:],
             ReleaseAudio(len(sentence)),
         ]
         if not last:

@@ -60,7 +60,10 @@ class CamppEngine(WholeUtteranceEngine):
         # A file at a time: its windows are batched already, and files seldom end together.
         for final in finals:
             try:
-                decoded = self.diarize(final.audio, final.options.speech_regions)
+                if final.options.window_embeddings:  # a live sentence's, for the tracker
+                    decoded = self.window_embeddings(final.audio, final.options.speech_regions)
+                else:
+                    decoded = self.diarize(final.audio, final.options.speech_regions)
             except Exception as exc:
                 step.fail(final.item.stream_id, engine_error(exc))
                 continue
@@ -76,24 +79,11 @@ class CamppEngine(WholeUtteranceEngine):
         """``audio``'s speaker turns, from the windows of its speech ``regions`` (ms), and
         each speaker label's voiceprint."""
         with quiet_funasr():
-            from funasr.models.campplus.utils import postprocess, sv_chunk
+            from funasr.models.campplus.utils import postprocess
 
-        speech = to_float(audio)
-        # As funasr's slice_padding_audio_samples cuts each VAD segment out of the file.
-        segments = [
-            [start / 1000.0, end / 1000.0, speech[start * SAMPLES_PER_MS : end * SAMPLES_PER_MS]]
-            for start, end in regions
-            if start * SAMPLES_PER_MS < len(speech)
-        ]
-        windows = sorted(sv_chunk(segments), key=lambda window: window[0])
+        windows, embeddings = self._windows(audio, regions)
         if not windows:
             return Decoded()
-        embeddings = np.concatenate(
-            [
-                self._embed([window[2] for window in windows[at : at + EMBEDDING_BATCH]])
-                for at in range(0, len(windows), EMBEDDING_BATCH)
-            ]
-        )
         import torch
 
         # A tensor, as funasr passes it: its speaker merging averages in torch's arithmetic.
@@ -106,6 +96,39 @@ class CamppEngine(WholeUtteranceEngine):
             ),
             voiceprints=voiceprints(np.asarray(labels), embeddings),
         )
+
+    def window_embeddings(self, audio: Samples, regions: Sequence[tuple[int, int]]) -> Decoded:
+        """Each window's embedding, in time order, unclustered: at most MAX_VOICEPRINTS
+        (a 2pass sentence of ASR_MAX_SEGMENT_SECONDS has far fewer)."""
+        _, embeddings = self._windows(audio, regions)
+        rows = embeddings[:MAX_VOICEPRINTS]
+        return Decoded(window_embeddings=tuple(tuple(float(v) for v in row) for row in rows))
+
+    def _windows(
+        self, audio: Samples, regions: Sequence[tuple[int, int]]
+    ) -> tuple[list[Any], np.ndarray[Any, Any]]:
+        """funasr's ``sv_chunk`` windows of the speech ``regions`` (ms), in time order, and
+        their CAM++ embeddings (EMBEDDING_BATCH windows a forward pass)."""
+        with quiet_funasr():
+            from funasr.models.campplus.utils import sv_chunk
+
+        speech = to_float(audio)
+        # As funasr's slice_padding_audio_samples cuts each VAD segment out of the file.
+        segments = [
+            [start / 1000.0, end / 1000.0, speech[start * SAMPLES_PER_MS : end * SAMPLES_PER_MS]]
+            for start, end in regions
+            if start * SAMPLES_PER_MS < len(speech)
+        ]
+        windows = sorted(sv_chunk(segments), key=lambda window: window[0])
+        if not windows:
+            return [], np.zeros((0, 0), np.float32)
+        embeddings = np.concatenate(
+            [
+                self._embed([window[2] for window in windows[at : at + EMBEDDING_BATCH]])
+                for at in range(0, len(windows), EMBEDDING_BATCH)
+            ]
+        )
+        return windows, embeddings
 
     def _embed(self, windows: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         """CAM++ embeddings of equal-length windows, through the model's own inference."""

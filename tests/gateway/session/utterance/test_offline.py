@@ -126,9 +126,9 @@ def test_spk_asks_where_the_speech_is_then_decodes_beside_a_speaker_stream() -> 
     assert actions[-1] == ReleaseAudio(len(pcm))
 
 
-def test_spk_is_refused_outside_offline_and_without_a_speaker_model() -> None:
-    with pytest.raises(ProtocolError, match="offline mode only"):
-        utterance_for(SessionConfig(mode="2pass", spk=True), SETTINGS, vad=False)
+def test_spk_is_refused_in_online_mode_and_without_a_speaker_model() -> None:
+    with pytest.raises(ProtocolError, match="offline and 2pass modes"):
+        utterance_for(SessionConfig(mode="online", spk=True), SETTINGS, vad=False)
     with pytest.raises(ProtocolError, match="no speaker model"):
         utterance_for(replace(CONFIG, spk=True), SETTINGS, vad=False)
 
