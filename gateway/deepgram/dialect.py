@@ -122,6 +122,7 @@ class ListenDialect(TranslatedConnection):
             endpoint=settings.endpoint,
             max_utterance_bytes=settings.max_segment_bytes,
             max_frame_bytes=settings.max_frame_bytes,
+            speakers=model.companion(Role.SPEAKER) is not None,
         )
         pool = model.pool
         info = ModelInfo(

@@ -57,7 +57,9 @@ class ListenParams:
     vad_events: bool = False
     punctuate: bool = False
     smart_format: bool = False  # our ITN (numerals=true asks for it too)
-    diarize: bool = False  # accepted; no speaker is given (docs/deepgram.md)
+    # A speaker on each word: each sentence's live speaker, where the model has a speaker
+    # pool and an offline model (2pass sentences); else accepted and none given.
+    diarize: bool = False
     hotwords: tuple[str, ...] = ()  # keyterm and keywords, as words
 
 

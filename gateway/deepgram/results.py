@@ -25,7 +25,7 @@ replaces the interim transcript.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.deepgram.params import ListenParams
 from gateway.deepgram.stream import ListenStream, Utterance
@@ -102,7 +102,10 @@ class ListenResults:
         last = frame.get("is_final") is True  # the utterance's final result
         messages: list[Message] = []
         if frame.get("mode") == "2pass-offline":
-            messages.append(self._final(utterance, texts, text, frame.get("timestamp"), last))
+            speaker = frame.get("spk")  # with diarize: the sentence's live speaker
+            speaker = speaker if isinstance(speaker, int) else None
+            final = self._final(utterance, texts, text, frame.get("timestamp"), last, speaker)
+            messages.append(final)
         elif frame.get("resent") is True:
             texts.pieces = [text] if text else []  # the later sentences' partials, again
         else:
@@ -171,13 +174,21 @@ class ListenResults:
         return self._results(words, self._shown(transcript, words), start, end, is_final=False)
 
     def _final(
-        self, utterance: Utterance, texts: _Texts, text: str, timestamp: object, last: bool
+        self,
+        utterance: Utterance,
+        texts: _Texts,
+        text: str,
+        timestamp: object,
+        last: bool,
+        speaker: int | None = None,
     ) -> Message:
         start = texts.settled_s
         # The utterance's end is known at its last result; an earlier sentence's end is
         # its last word's, or where the audio decoded so far reaches.
         end = utterance.end_s if last else max(start, texts.decoded_s)
         words = timed_words(text, start, end, _token_times(timestamp), utterance.start_s)
+        if speaker is not None:
+            words = [replace(word, speaker=speaker) for word in words]
         if words and not last:
             end = max(start, words[-1].end)
         texts.settled_s, texts.pieces = end, []

@@ -93,8 +93,12 @@ class ListenStream:
         endpoint: EndpointSettings,
         max_utterance_bytes: int,
         max_frame_bytes: int,
+        speakers: bool = False,
     ) -> None:
         self.params = params
+        # ``diarize``, where the model has a speaker pool and 2pass sentences: each
+        # sentence's live speaker on its words.
+        self._speakers = speakers and params.diarize and mode == "2pass"
         self.audio = StreamAudio()
         self.utterances: dict[str, Utterance] = {}  # until their final results
         self.speech_started: list[float] = []  # the SpeechStarted events found, in seconds
@@ -233,6 +237,8 @@ class ListenStream:
             "timing": True,
             "is_speaking": True,
         }
+        if self._speakers:
+            config["spk"] = True
         if self._model is not None:
             config["model"] = self._model
         return [ToSession(text=json.dumps(config, ensure_ascii=False))]

@@ -29,15 +29,19 @@ class Word:
     punctuated_word: str
     start: float
     end: float
+    speaker: int | None = None  # with diarize: its sentence's live speaker
 
     def message(self, confidence: float) -> dict[str, object]:
-        return {
+        message: dict[str, object] = {
             "word": self.word,
             "start": round(self.start, 3),
             "end": round(self.end, 3),
             "confidence": confidence,
             "punctuated_word": self.punctuated_word,
         }
+        if self.speaker is not None:
+            message["speaker"] = self.speaker
+        return message
 
 
 def split_words(text: str) -> list[str]:

@@ -161,15 +161,19 @@ class SpeakerTracker:
         self._last_speaker = speaker
         return speaker
 
-    def finish(self) -> tuple[SpeakerRevision, ...]:
+    @property
+    def next_sentence(self) -> int:
+        """The number the next sentence takes: the session's sentences, counted from 1."""
+        return 1 if self._last_number is None else self._last_number + 1
+
+    def revise(self) -> tuple[SpeakerRevision, ...]:
         """Re-cluster the history as funasr clusters a file; the sentences whose speaker
-        that changes, in order. Safe to call twice (the second time: none)."""
+        that changes, in order. The tracker goes on: the relabelled sentences keep their
+        new ids (a later revision starts from them), and more sentences may come (an
+        utterance ended, the session did not)."""
         if self._finished:
             return ()
-        self._finished = True
         sentences = list(self._history)
-        self._history.clear()
-        self._held = 0
         if sum(len(s.embeddings) for s in sentences) < CLUSTER_MIN_WINDOWS:
             return ()
         embeddings = np.concatenate([s.embeddings for s in sentences]).astype(np.float64)
@@ -177,11 +181,24 @@ class SpeakerTracker:
         bounds = np.cumsum([0] + [len(s.embeddings) for s in sentences])
         finals = [_majority(labels[start:end]) for start, end in itertools.pairwise(bounds)]
         new_ids = self._ids_of_clusters(sentences, finals, labels, embeddings)
+        self._history = deque(
+            _Sentence(s.number, new_ids[final], s.embeddings)
+            for s, final in zip(sentences, finals, strict=True)
+        )
         return tuple(
             SpeakerRevision(s.number, s.speaker, new_ids[final])
             for s, final in zip(sentences, finals, strict=True)
             if new_ids[final] != s.speaker
         )
+
+    def finish(self) -> tuple[SpeakerRevision, ...]:
+        """The last revision (``revise``); the tracker takes no more sentences. Safe to
+        call twice (the second time: none)."""
+        revisions = self.revise()
+        self._finished = True
+        self._history.clear()
+        self._held = 0
+        return revisions
 
     def _checked(self, embeddings: npt.ArrayLike) -> npt.NDArray[np.float32]:
         windows = np.array(embeddings, dtype=np.float32)

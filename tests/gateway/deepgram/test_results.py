@@ -155,3 +155,42 @@ def test_a_finalize_with_nothing_open_and_nothing_owed_is_answered_at_once() -> 
     assert stream.finalize() == []
     (answer,) = results.finalize_unopened()
     assert (answer["is_final"], answer["from_finalize"], answer["start"]) == (True, True, CUT_S)
+
+
+def test_with_diarize_a_final_sentences_words_carry_its_speaker() -> None:
+    """A 2pass-offline frame's live speaker (``spk``) goes on each of its words, as
+    Deepgram puts one on every word; interim words and a revision frame carry none."""
+    stream, results = _session(interim_results=True, diarize=True)
+    stream.take_audio(ENDED)
+    interim = results.result(_frame("u1", "2pass-online", "你好", audio_end_ms=600))
+    assert all("speaker" not in w for m in interim for w in _words(m))
+    revision = _frame("u1", "2pass-online", "", spk_revisions=[{"sentence": 1, "spk": 1}])
+    assert results.result(revision) == []
+    (final,) = results.result(_frame("u1", "2pass-offline", "你好。", final=True, spk=2))
+    assert [w["speaker"] for w in _words(final)] == [2, 2]
+
+
+def _words(message: dict[str, object]) -> list[dict[str, object]]:
+    channel: Any = message["channel"]
+    words: list[dict[str, object]] = channel["alternatives"][0]["words"]
+    return words
+
+
+def test_diarize_asks_the_session_for_speakers_only_where_they_are_served() -> None:
+    def asks(mode: str, speakers: bool, diarize: bool) -> bool:
+        stream = ListenStream(
+            ListenParams(diarize=diarize),
+            mode=mode,  # type: ignore[arg-type]
+            model="zh",
+            endpoint=EndpointSettings(),
+            max_utterance_bytes=60 * 32000,
+            max_frame_bytes=1 << 20,
+            speakers=speakers,
+        )
+        configs = [json.loads(m.text) for m in stream.start() if m.text]
+        return any(config.get("spk") is True for config in configs)
+
+    assert asks("2pass", speakers=True, diarize=True)
+    assert not asks("2pass", speakers=False, diarize=True)  # no speaker model
+    assert not asks("2pass", speakers=True, diarize=False)
+    assert not asks("online", speakers=True, diarize=True)  # no sentences decoded whole

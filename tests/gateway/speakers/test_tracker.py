@@ -334,3 +334,23 @@ def test_the_synthetic_voices_through_campplus_are_told_apart_as_funasr_tells_th
     live, _, revisions = live_and_revised(SpeakerTracker(), stream)
     assert live == voices
     assert revisions == ()
+
+
+def test_revise_relabels_and_goes_on_with_the_new_ids() -> None:
+    """An utterance ends, the session does not: the re-cluster's relabels hold from then
+    on, a second revision revises nothing new, and later sentences of the split speaker
+    get its new id."""
+    rng = np.random.default_rng(1)
+    points = np.vstack([centres(rng, 2, 0.72), centres(rng, 1)])
+    who = [0, 2, 1, 0, 2, 0, 1, 0, 2, 1, 0, 0]
+    sizes = [6, 5, 4, 6, 6, 7, 5, 6, 5, 4, 6, 6]
+    stream = sentences(points, who, sizes, 0.6, seed=0)
+    tracker = SpeakerTracker()
+    for number, windows in enumerate(stream):
+        tracker.assign(number, windows)
+    revised = tracker.revise()
+    assert {(r.old, r.new) for r in revised} == {(0, 2)}
+    assert tracker.revise() == ()  # applied: nothing left to change
+    assert tracker.next_sentence == len(stream)
+    (later,) = sentences(points, [1], [6], 0.6, seed=5)
+    assert tracker.assign(tracker.next_sentence, later) == 2
