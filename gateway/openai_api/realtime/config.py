@@ -51,8 +51,10 @@ DBFS_PER_THRESHOLD = 40.0
 # may be a directory's path.
 MAX_MODEL_CHARS = 256
 MAX_LANGUAGE_CHARS = 35  # RFC 5646's advice for a language tag's buffer
-# OpenAI's only ``include`` value for transcription sessions.
-INCLUDE_VALUES = ("item.input_audio_transcription.logprobs",)
+# OpenAI's only ``include`` value for transcription sessions, and ours: each completed
+# transcript's live speakers (docs/openai.md), where the model has a speaker model.
+SPEAKERS_INCLUDE = "item.input_audio_transcription.speakers"
+INCLUDE_VALUES = ("item.input_audio_transcription.logprobs", SPEAKERS_INCLUDE)
 NOISE_REDUCTIONS: tuple[NoiseReduction, ...] = ("near_field", "far_field")
 
 _FORMATS_GA: dict[str, Encoding] = {

@@ -174,6 +174,7 @@ class RealtimeDialect(TranslatedConnection):
             max_turn_bytes=settings.max_segment_bytes,
             max_frame_bytes=settings.max_frame_bytes,
         )
+        self._buffer.speakers = self._model.companion(Role.SPEAKER) is not None
         # A re-decoding model's frames add text too, or revise (gateway.funasr.running_text).
         self._transcripts = Transcripts(
             self._buffer, text_is_delta=pool.text_is_delta or pool.regions
@@ -268,6 +269,7 @@ class RealtimeDialect(TranslatedConnection):
             )
         self._model = chosen
         self._transcripts.text_is_delta = chosen.pool.text_is_delta or chosen.pool.regions
+        self._buffer.speakers = chosen.companion(Role.SPEAKER) is not None
         return self._buffer.choose_model(chosen.name, _mode_of(chosen))
 
     def _next_piece(self) -> bytes:

@@ -46,6 +46,7 @@ class Transcripts:
         final = frame.get("is_final") is True
         events: list[Event] = []
         if not state.dropped:
+            _take_speakers(state, frame)
             if frame.get("mode") == "2pass-offline":
                 state.finals.append(text)
             elif frame.get("resent") is True:
@@ -70,7 +71,12 @@ class Transcripts:
         else:
             transcript = "".join(state.texts)
         seconds = state.bytes / BYTES_PER_SECOND
-        events.append(transcription_completed(item_id, transcript, seconds))
+        completed = transcription_completed(item_id, transcript, seconds)
+        if state.speakers:  # ours, asked for: docs/openai.md
+            completed["speakers"] = state.speakers
+        if state.revisions:
+            completed["speaker_revisions"] = state.revisions
+        events.append(completed)
         if self._buffer.dialect == "ga":
             events.append(item_done(item_id, transcript))
         return events
@@ -83,3 +89,13 @@ class Transcripts:
         old = state.texts[0] if state.texts else ""
         state.texts[:] = [text]
         return text[len(old) :] if text.startswith(old) else text
+
+
+def _take_speakers(state: ItemState, frame: dict[str, object]) -> None:
+    """A 2pass sentence's live speaker (its frame's ``spk``), and the tracker's relabels
+    (a ``spk_revisions`` frame), for the turn's completed event."""
+    if frame.get("mode") == "2pass-offline" and isinstance(frame.get("spk"), int):
+        state.speakers.append({"sentence": frame.get("sentence"), "speaker": frame["spk"]})
+    revisions = frame.get("spk_revisions")
+    if isinstance(revisions, list):
+        state.revisions += revisions

@@ -33,6 +33,7 @@ from gateway.audio.g711 import PcmDecoder
 from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import PcmResampler
 from gateway.openai_api.realtime.config import (
+    SPEAKERS_INCLUDE,
     Dialect,
     RealtimeEventError,
     RealtimeSettings,
@@ -80,6 +81,10 @@ class ItemState:
     # engine's text is a running value (``text_is_delta`` false).
     texts: list[str] = field(default_factory=list)
     finals: list[str] = field(default_factory=list)  # its 2pass-offline texts
+    # Asked for (``SPEAKERS_INCLUDE``): its sentences' live speakers, and the relabels of
+    # the session's sentences that came with it.
+    speakers: list[dict[str, object]] = field(default_factory=list)
+    revisions: list[object] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -115,6 +120,8 @@ class InputBuffer:
         self._ids = ids
         self._mode = mode
         self._model: str | None = None  # the served model each turn's config names
+        # The model has a speaker pool: a 2pass turn asked for its speakers gets them.
+        self.speakers = False
         self._endpoint = endpoint
         self._max_turn_bytes = max_turn_bytes
         self._max_frame_bytes = max_frame_bytes
@@ -281,6 +288,8 @@ class InputBuffer:
         }
         if self._model is not None:
             config["model"] = self._model
+        if self.speakers and self._mode == "2pass" and SPEAKERS_INCLUDE in self.settings.include:
+            config["spk"] = True
         return [ToSession(text=json.dumps(config, ensure_ascii=False))]
 
     def _new_resampler(self) -> PcmResampler | None:

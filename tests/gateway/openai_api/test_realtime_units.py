@@ -320,3 +320,47 @@ def test_a_delta_engines_deltas_are_its_texts_and_completed_their_join() -> None
     assert deltas == ["你好", "你好", "世界"]
     done = transcripts.result(online(item, "", final=True))
     assert done[0]["transcript"] == "你好你好世界"
+
+
+SPEAKERS = "item.input_audio_transcription.speakers"
+
+
+def test_speakers_asked_in_include_reach_the_config_and_the_completed_event() -> None:
+    """Ours: ``include`` naming the speakers asks a 2pass turn for them (where the model
+    has a speaker pool); the completed event carries each sentence's live speaker and the
+    relabels that came with the turn. Not asked, or no speaker pool: nothing."""
+    for include, speakers, asked in (
+        ((SPEAKERS,), True, True),
+        ((), True, False),
+        ((SPEAKERS,), False, False),
+    ):
+        settings = RealtimeSettings(rate=16000, turn_detection=None, include=include)
+        turns = InputBuffer(
+            settings,
+            EventIds("sess_test"),
+            mode="2pass",
+            endpoint=EndpointSettings(),
+            max_turn_bytes=10 * SECOND,
+            max_frame_bytes=SECOND,
+        )
+        turns.speakers = speakers
+        (opening,) = session_texts(turns.start())
+        assert (opening.get("spk") is True) is asked
+    item = str(opening["wav_name"])
+    turns.append(loud(1.0))
+    turns.commit(None)
+    transcripts = Transcripts(turns, text_is_delta=True)
+
+    def frame(mode: str, text: str, final: bool = False, **extra: object) -> dict[str, object]:
+        return {"mode": mode, "text": text, "wav_name": item, "is_final": final, **extra}
+
+    assert transcripts.result(frame("2pass-offline", "你好。", spk=0, sentence=1)) == []
+    revision = [{"sentence": 1, "spk": 1, "was": 0}]
+    assert transcripts.result(frame("2pass-online", "", spk_revisions=revision)) == []
+    done = transcripts.result(frame("2pass-offline", "再见。", True, spk=1, sentence=2))
+    completed = done[0]
+    assert completed["speakers"] == [
+        {"sentence": 1, "speaker": 0},
+        {"sentence": 2, "speaker": 1},
+    ]
+    assert completed["speaker_revisions"] == revision
