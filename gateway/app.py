@@ -97,7 +97,6 @@ class Gateway:
         self._server_host = server_host
         self.metrics = GatewayMetrics()
         self._serving: Serving | None = None
-        self._known_speakers: tuple[KnownSpeaker, ...] = ()  # ASR_SPEAKERS, read at start
         # Why the app does not serve (/healthz's 503), None while it does; ``_lost``: the
         # fault that ended serving while the server still runs.
         self._stopped: str | None = "not started"
@@ -158,14 +157,14 @@ class Gateway:
             settings = self._settings or GatewaySettings.from_env(self._environ)
             # Read before any model loads: a bad file stops the start at once, naming its line.
             hotword_rules = load_hotword_rules(settings.hotword_rules_file)
-            self._known_speakers = load_speakers(settings.speakers_file)
+            known_speakers = load_speakers(settings.speakers_file)
         except ValueError as exc:
             raise StartupError(f"invalid settings: {exc}") from None
         try:
             # Every model's pools: loaded at once, stopped when serving ends.
             async with (
                 served_models(settings.model_table, self.metrics) as models,
-                self._serve_models(settings, models, hotword_rules),
+                self._serve_models(settings, models, hotword_rules, known_speakers),
             ):
                 yield
         except ModelLoadError as exc:
@@ -177,6 +176,7 @@ class Gateway:
         settings: GatewaySettings,
         models: dict[str, ServedModel],
         hotword_rules: tuple[Rule, ...],
+        known_speakers: tuple[KnownSpeaker, ...],
     ) -> AsyncIterator[None]:
         admission = Admission(settings.max_sessions)
         for model in models.values():
@@ -226,6 +226,7 @@ class Gateway:
                         budget,
                         resumes,
                         hotword_rules,
+                        known_speakers,
                     )
                     signals = SignalDrain() if self._wrap_signals else None
                     with signals or contextlib.nullcontext():
@@ -352,7 +353,7 @@ class Gateway:
 
     async def _openai_transcribe(self, request: Request) -> Response:
         return await openai_transcriptions.create_transcription(
-            self._serving, request, self.metrics, self._known_speakers
+            self._serving, request, self.metrics
         )
 
     async def _openai_models(self, request: Request) -> Response:

@@ -554,7 +554,8 @@ SPEAKERS = Setting(
     None,
     "the server's known speakers: a JSON file of names and voiceprints (`python -m"
     " gateway.ops.enrol` makes it from WAV clips), read at start; they name the speakers of"
-    " OpenAI's `diarized_json` that sound like them (docs/models.md, Speakers by name)",
+    " OpenAI's `diarized_json` and of a FunASR `offline` result with `spk` that sound like them"
+    " (docs/models.md, Speakers by name)",
 )
 
 # 2pass sentences (gateway.audio.endpointer.EndpointSettings).

@@ -10,10 +10,10 @@ names a served model. Bodies are read with a
 byte cap as they arrive (``gateway.files.multipart``): nothing is spooled to disk, memory is
 bounded by the cap.
 It must be WAV (PCM 8/16/24/32-bit, float, u-law or A-law; 8,000 to 48,000 Hz; at most
-``MAX_CHANNELS`` channels); its header is checked (rate, channels, duration) before any
-sample is read; it is mixed to mono and resampled to 16 kHz (``soxr``) off the event loop,
-then decoded as one utterance by the pool. Every refusal is an HTTP status with a JSON
-``error`` and is counted in ``asr_transcription_refusals_total{reason}``:
+``MAX_CHANNELS`` channels: ``gateway.audio.wav``); its header is checked (rate, channels,
+duration) before any sample is read; it is mixed to mono and resampled to 16 kHz (``soxr``)
+off the event loop, then decoded as one utterance by the pool. Every refusal is an HTTP
+status with a JSON ``error`` and is counted in ``asr_transcription_refusals_total{reason}``:
 
 ====== ==================== ==========================================================
 status reason               when
@@ -62,7 +62,6 @@ status reason               when
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Collection, Iterator, Mapping
@@ -74,8 +73,7 @@ import numpy as np
 import numpy.typing as npt
 from starlette.requests import ClientDisconnect, Request
 
-from gateway.audio.pcm import MAX_AUDIO_FS, MIN_AUDIO_FS
-from gateway.audio.resample import to_pcm16
+from gateway.audio import wav
 from gateway.files.errors import TranscribeError
 from gateway.files.fetch import fetch
 from gateway.files.multipart import (
@@ -112,101 +110,21 @@ __all__ = [
     "refusal_for",
 ]
 
-MAX_CHANNELS = 8
-# At least a byte a sample: what is read stays within a few times the file's size.
-# (IMA ADPCM or GSM would decode to 8 or 20 float32 bytes per byte of file.)
-SUBTYPES = frozenset(
-    {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"}
-)
-BLOCK_FRAMES = 1 << 16  # mixed to mono a block at a time: no frames x channels array
+# The status of each refusal of ``gateway.audio.wav.decode_wav``'s, by its reason (else 400).
+_WAV_STATUS = {"not_wav": 415, "too_long": 413}
 
 
 # -- decoding -----------------------------------------------------------------------------
 
 
 def decode_wav(data: bytes, max_seconds: float) -> npt.NDArray[np.int16]:
-    """WAV bytes -> 16 kHz mono int16. Blocking (soundfile, soxr): call it in a thread.
-
-    The header (rate, channels, encoding, duration) is checked before any sample is read:
-    what is allocated after is bounded by the file's size and ``max_seconds``.
-    """
-    import soundfile
-
-    if not data:
-        raise TranscribeError(400, "bad_wav", "the audio is empty")
+    """WAV bytes -> 16 kHz mono int16 (``gateway.audio.wav.decode_wav``, its header checked
+    before any sample is read), each refusal an HTTP one. Blocking: call it in a thread."""
     try:
-        info = soundfile.info(io.BytesIO(data))
-    except (RuntimeError, soundfile.LibsndfileError):
-        if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
-            raise TranscribeError(400, "bad_wav", "the WAV file is truncated or corrupt") from None
-        raise TranscribeError(
-            415, "not_wav", "the audio is not a WAV file; send WAV (RIFF/WAVE)"
-        ) from None
-    if info.format not in ("WAV", "WAVEX"):
-        raise TranscribeError(415, "not_wav", f"the audio is {info.format}, not WAV; send WAV")
-    if info.subtype not in SUBTYPES:
-        raise TranscribeError(
-            415, "not_wav", f"the WAV holds {info.subtype}; send PCM, float, u-law or A-law"
-        )
-    rate = int(info.samplerate)
-    if not MIN_AUDIO_FS <= rate <= MAX_AUDIO_FS:
-        raise TranscribeError(
-            400,
-            "bad_rate",
-            f"the WAV declares a sample rate of {rate} Hz;"
-            f" {MIN_AUDIO_FS} to {MAX_AUDIO_FS} Hz are taken",
-        )
-    if info.channels > MAX_CHANNELS:
-        raise TranscribeError(
-            400,
-            "too_many_channels",
-            f"the WAV has {info.channels} channels; at most {MAX_CHANNELS} are taken",
-        )
-    if info.frames / rate > max_seconds:
-        raise TranscribeError(
-            413,
-            "too_long",
-            f"the audio lasts {info.frames / rate:.0f} s, more than"
-            f" {max_seconds:g} s (ASR_MAX_SESSION_SECONDS)",
-        )
-    try:
-        return _decode_to_16k(data, info.frames, rate)
-    except (RuntimeError, soundfile.LibsndfileError) as exc:
-        raise TranscribeError(
-            400, "bad_wav", f"the WAV file is truncated or corrupt: {exc}"
-        ) from None
-
-
-def _decode_to_16k(data: bytes, frames: int, rate: int) -> npt.NDArray[np.int16]:
-    """The file's samples mixed to mono, resampled and rounded a block at a time, into the
-    one int16 array of the answer: the most held at once is that array and a block (it was
-    the float32 file, its float32 resampling and the answer: 11-12 times an 8 kHz u-law
-    file's size). soxr's stream in float32 gives what one resampling of the whole gives."""
-    import soundfile
-    import soxr
-
-    out = np.empty(frames * SAMPLE_RATE // rate + 64, dtype=np.int16)
-    filled = 0
-    stream = None if rate == SAMPLE_RATE else soxr.ResampleStream(rate, SAMPLE_RATE, 1, "float32")
-
-    def put(samples: npt.NDArray[np.float32]) -> None:
-        nonlocal filled
-        pcm = np.frombuffer(to_pcm16(samples), dtype="<i2")
-        out[filled : filled + len(pcm)] = pcm
-        filled += len(pcm)
-
-    read = 0
-    with soundfile.SoundFile(io.BytesIO(data)) as sound:
-        for block in sound.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True):
-            count = min(len(block), frames - read)
-            mixed = block[:count, 0] if block.shape[1] == 1 else block[:count].mean(axis=1)
-            read += count
-            put(mixed if stream is None else stream.resample_chunk(mixed))
-    if read == 0:
-        raise TranscribeError(400, "bad_wav", "the WAV file holds no samples")
-    if stream is not None:
-        put(stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
-    return out[:filled]
+        return wav.decode_wav(data, max_seconds)
+    except wav.WavError as error:
+        status = _WAV_STATUS.get(error.reason, 400)
+        raise TranscribeError(status, error.reason, error.message) from None
 
 
 # -- the request ----------------------------------------------------------------------------

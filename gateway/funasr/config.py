@@ -17,9 +17,11 @@ from gateway.funasr.hotwords import parse_hotwords
 from gateway.funasr.known_speakers import (
     MAX_KNOWN_SPEAKERS,
     EnrolmentError,
+    ReferenceClip,
     check_names,
     check_pairs,
     clip_bytes,
+    clip_seconds,
 )
 from shared.errors import ProtocolError
 from shared.messages import SAMPLE_RATE, SAMPLES_PER_CHUNK_UNIT, SPOKEN_LANGUAGES, StreamOptions
@@ -72,9 +74,10 @@ class SessionConfig:
     spk: bool = False
     # Ours, with spk: known speakers, as OpenAI's known_speaker_names[] and
     # known_speaker_references[] (gateway.funasr.known_speakers): up to 4 names, and as many
-    # 2-10 s WAV clips (base64, or data URLs), kept decoded from base64 only.
+    # 2-10 s WAV clips (base64, or data URLs), kept decoded from base64 only, each with its
+    # length by its header: what it costs is known before any work (the session's limits).
     spk_names: tuple[str, ...] = ()
-    spk_refs: tuple[bytes, ...] = ()
+    spk_refs: tuple[ReferenceClip, ...] = ()
 
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -184,12 +187,17 @@ def _spk_names(name: str, value: object) -> tuple[str, ...]:
         raise ProtocolError(str(error)) from None
 
 
-def _spk_refs(name: str, value: object) -> tuple[bytes, ...]:
+def _spk_refs(name: str, value: object) -> tuple[ReferenceClip, ...]:
     texts = _text_list(name, value)
+    clips = []
     try:
-        return tuple(clip_bytes(text, f"{name}[{n}]") for n, text in enumerate(texts))
+        for index, text in enumerate(texts):
+            data = clip_bytes(text, f"{name}[{index}]")
+            # Its header only (2-10 s), as a file's is read before its samples.
+            clips.append(ReferenceClip(data, clip_seconds(data, f"{name}[{index}]")))
     except EnrolmentError as error:
         raise ProtocolError(str(error)) from None
+    return tuple(clips)
 
 
 def parse_config(fields: Mapping[str, object], base: SessionConfig | None = None) -> SessionConfig:

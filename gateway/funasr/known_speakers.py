@@ -1,5 +1,5 @@
 """Speakers by name (sans I/O): which of a file's speakers is a known one, and the bounds of
-the reference clips that make a speaker known.
+the reference clips that make a speaker known, and their decoding (``gateway.audio.wav``).
 
 A known speaker is a name and a voiceprint: the L2-normalised mean of CAM++ embeddings of
 1.5 s windows, of a reference clip (OpenAI's ``known_speaker_references[]``, a FunASR
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gateway.audio.wav import WavError, decode_wav, wav_seconds
 from shared.messages import MAX_VOICEPRINT_DIMS, SpeakerTurn
 
 SAME_SPEAKER = 0.6  # cosine: a speaker at least this alike to a known one takes its name
@@ -53,6 +54,24 @@ class EnrolmentError(ValueError):
 class KnownSpeaker:
     name: str
     voiceprint: Voiceprint  # L2-normalised (``normalised``)
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceClip:
+    """A reference as a request sent it: its WAV bytes, and its length by its header
+    (``clip_seconds``), known before a sample is decoded."""
+
+    data: bytes
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Clip:
+    """A reference decoded (``decode_clip``), with the name it gives."""
+
+    name: str
+    samples: npt.NDArray[np.int16]  # 16 kHz mono, as a file's
+    seconds: float  # its header's frames over its rate
 
 
 def normalised(vector: Sequence[float]) -> Voiceprint:
@@ -128,6 +147,20 @@ def with_server_set(
     return (*request, *(speaker for speaker in server if speaker.name not in given))
 
 
+def named_by_references(
+    turns: Sequence[SpeakerTurn],
+    voiceprints: Sequence[Voiceprint],
+    references: Iterable[tuple[str, Voiceprint]],
+    server: Sequence[KnownSpeaker],
+) -> dict[int, str]:
+    """The names of a file's (an utterance's) speakers, by label: its request's references
+    (each name with its clip's voiceprint; a clip that gave none names no one), then the
+    server's set (``with_server_set``). What OpenAI's ``diarized_json`` and a FunASR
+    ``offline`` result with ``spk`` both name their speakers by."""
+    request = tuple(KnownSpeaker(name, voiceprint) for name, voiceprint in references if voiceprint)
+    return speaker_names(turns, voiceprints, with_server_set(request, server))
+
+
 # -- a request's references -------------------------------------------------------------------
 
 
@@ -192,3 +225,38 @@ def check_clip_seconds(seconds: float, where: str) -> None:
             f"{where}: the clip lasts {seconds:.2f} s; a reference lasts"
             f" {REFERENCE_MIN_S:g} to {REFERENCE_MAX_S:g} s"
         )
+
+
+def clip_seconds(data: bytes, where: str) -> float:
+    """A clip's length by its WAV header, held to 2-10 s before a sample is decoded; an
+    ``EnrolmentError`` whose message starts with ``where`` otherwise."""
+    seconds = wav_seconds(data)
+    if seconds is None:  # no header soundfile reads: decode_wav says what is wrong
+        try:
+            decode_wav(data, REFERENCE_MAX_S)
+        except WavError as error:
+            raise EnrolmentError(f"{where}: {error.message}") from None
+        raise EnrolmentError(f"{where}: the clip has no WAV header")
+    check_clip_seconds(seconds, where)
+    return seconds
+
+
+def decode_clip(data: bytes, where: str) -> npt.NDArray[np.int16]:
+    """A clip's 16 kHz mono samples, decoded as a file is (``decode_wav``), its length
+    checked by its header first; an ``EnrolmentError`` naming ``where`` otherwise. Every
+    reference is decoded here (an OpenAI request's, a FunASR config's, the enrolment
+    command's), so that a clip gives one voiceprint whichever way it came. Blocking
+    (soundfile, soxr): call it in a thread."""
+    clip_seconds(data, where)
+    try:
+        return decode_wav(data, REFERENCE_MAX_S)
+    except WavError as error:
+        raise EnrolmentError(f"{where}: {error.message}") from None
+
+
+def decode_clips(names: Sequence[str], clips: Sequence[ReferenceClip]) -> tuple[Clip, ...]:
+    """A FunASR config's references (``spk_names``, ``spk_refs``), decoded. Blocking."""
+    return tuple(
+        Clip(name, decode_clip(clip.data, f"spk_refs[{index}] ({name})"), clip.seconds)
+        for index, (name, clip) in enumerate(zip(names, clips, strict=True))
+    )

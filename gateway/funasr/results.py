@@ -23,8 +23,8 @@ from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.segment import join_texts
 from gateway.funasr.corrections import Corrections
 from gateway.funasr.running_text import RunningText
-from gateway.funasr.speaker_labels import sentence_speakers, turns_json
-from shared.messages import SentenceStamp, SpeakerTurn, SpeechTags, StreamResult
+from gateway.funasr.speaker_fields import SpeakerFields
+from shared.messages import SentenceStamp, SpeechTags, StreamResult
 
 _RESULT_FIELDS = frozenset({"mode", "text", "wav_name", "is_final"})
 
@@ -294,9 +294,10 @@ class WholeText:
     final result. Several streams are the segments of one long utterance (``offsets_ms``:
     where each starts): their texts joined as FunASR joins its VAD segments', their
     timestamps moved to where each starts. ``text_is_delta``: each result's text is new
-    text (else the final result holds all of it). ``speakers``: one more stream comes after
-    the segments', a speaker stream, whose turns give each of ``stamp_sents`` its ``spk``
-    and the frame its ``speakers``."""
+    text (else the final result holds all of it). ``speakers``: more streams come after the
+    segments', a speaker stream and a stream per reference clip, whose results give each of
+    ``stamp_sents`` its ``spk`` (and ``spk_name``) and the frame its ``speakers`` and
+    ``speaker_names`` (``gateway.funasr.speaker_fields``)."""
 
     background = False
 
@@ -308,7 +309,7 @@ class WholeText:
         final: bool,
         offsets_ms: Sequence[int],
         text_is_delta: bool,
-        speakers: bool = False,
+        speakers: SpeakerFields | None = None,
     ) -> None:
         self.mode = mode
         self.label = label
@@ -328,15 +329,14 @@ class WholeText:
         self._queue_ms = self._compute_ms = 0.0
         self._last: tuple[StreamResult, int] | None = None  # the last final, its worker
         self._speakers = speakers
-        self._turns: tuple[SpeakerTurn, ...] = ()
         # More of the frame's fields, and of each of its ``stamp_sents``: a pass's own
         # (a 2pass sentence's live speaker, ``spk``).
         self.fields: dict[str, object] = {}
         self.sentence_fields: dict[str, object] = {}
 
     def push(self, result: StreamResult, worker: int) -> list[str]:
-        if self._speakers and len(self._texts) == len(self._offsets_ms):
-            self._turns = result.decoded.speakers or self._turns  # the speaker stream's
+        if self._speakers is not None and len(self._texts) == len(self._offsets_ms):
+            self._speakers.push(result)  # the speaker streams come after every segment's
             return []
         self._pieces.append(result.text)
         self._queue_ms += result.queue_ms
@@ -363,13 +363,8 @@ class WholeText:
         extra.update(queue_ms=round(self._queue_ms, 3), compute_ms=round(self._compute_ms, 3))
         if self._timestamps:
             extra["timestamp"] = timestamp_field(self._timestamps)
-        if self._speakers:
-            spans = [(int(s["start"]), int(s["end"])) for s in self._sentences]  # type: ignore[call-overload]
-            for sentence, speaker in zip(
-                self._sentences, sentence_speakers(spans, self._turns), strict=True
-            ):
-                sentence["spk"] = speaker
-            extra["speakers"] = turns_json(self._turns)
+        if self._speakers is not None:
+            self._speakers.add_to(self._sentences, extra)
         if self._sentences:
             extra["stamp_sents"] = [{**s, **self.sentence_fields} for s in self._sentences]
         if self._tags is not None:

@@ -105,12 +105,13 @@ class SentenceText(WholeText):
     sentences' partials resent, if they have any. Relayed in the background, behind the
     later sentences' partials.
 
-    ``speakers`` (``"spk": true``): the utterance's live speaker tracker. A second stream
+    ``speakers`` (``"spk": true``): the session's live speaker tracker. A second stream
     follows the offline decode's, the speaker pool's embeddings of the sentence's windows;
     the tracker labels the sentence when its frame goes out (frames go in sentence order),
     as ``spk`` on the frame and on each of its ``stamp_sents``, with the sentence's number
-    (``sentence``). Before the utterance's final frame, the tracker's re-cluster of the
-    utterance, and what it relabels goes out as one ``spk_revisions`` frame."""
+    in the session (``sentence``). Before each utterance's final frame the tracker
+    re-clusters its history, and what that relabels goes out as one ``spk_revisions``
+    frame; the relabels hold for the rest of the session."""
 
     background = True
 
@@ -148,11 +149,12 @@ class SentenceText(WholeText):
     def finish(self) -> list[str]:
         revisions: list[str] = []
         if self._tracker is not None:
-            speaker = self._tracker.assign(self._sentence, self._windows)
-            self.fields.update(spk=speaker, sentence=self._sentence)
+            number = self._tracker.next_sentence  # the session's, in the frames' order
+            speaker = self._tracker.assign(number, self._windows)
+            self.fields.update(spk=speaker, sentence=number)
             self.sentence_fields["spk"] = speaker
             if self.final:
-                revisions = speaker_revisions(self._tracker.finish(), self.label.wav_name)
+                revisions = speaker_revisions(self._tracker.revise(), self.label.wav_name)
         frames = revisions + super().finish()
         resent = self._shown.settle(self._sentence)
         if resent:

@@ -9,6 +9,10 @@ client is owed a result. Only audio puts the idle deadline off: configs, ends an
 cost a client nothing to send, and a stream of them would hold a place for ever. For the
 same reason a session may have at most ``MAX_EMPTY_UTTERANCES`` utterances without audio
 (less than 20 ms: each opens and closes worker streams). Every breach is a ``ProtocolError`` (1008).
+
+An ``offline`` utterance with ``spk`` embeds its config's reference clips (``spk_refs``) as
+well as its own audio: their seconds, by their headers, count with the session's audio from
+its config on, before any of them is decoded, as a file's references count with the file.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gateway.audio.pcm import BYTES_PER_SECOND
 from gateway.audio.resample import resampled_bytes
 from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, Event, ParserState
 from gateway.limits.rate import FULL_FRAME_BYTES, TokenBucket, frame_cost, text_cost
@@ -63,9 +68,11 @@ class SessionLimits:
         """What a parsed event starts or spends: a config's wait for audio, the session's
         audio."""
         match event:
-            case ConfigReceived():
+            case ConfigReceived(config=config):
                 self._configured_at = now
                 self._utterance_audio = 0
+                if config.spk and config.mode == "offline" and config.spk_refs:
+                    self._references(sum(clip.seconds for clip in config.spk_refs))
             case AudioReceived(pcm=pcm):
                 self._configured_at = None
                 size = resampled_bytes(len(pcm), audio_fs)
@@ -90,6 +97,16 @@ class SessionLimits:
                         )
             case _:
                 pass
+
+    def _references(self, seconds: float) -> None:
+        """An utterance's reference clips, counted as the session's audio."""
+        self._audio_bytes += round(seconds * BYTES_PER_SECOND)
+        if self._audio_bytes > self._settings.max_session_bytes:
+            raise ProtocolError(
+                f"the session's audio and its known speakers' references ({seconds:.1f} s)"
+                f" are more than {self._settings.max_session_s:g} s together"
+                " (ASR_MAX_SESSION_SECONDS)"
+            )
 
     def active(self, now: float) -> None:
         """The client has just done what puts the idle deadline off: sent audio, or been

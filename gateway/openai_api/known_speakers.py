@@ -5,7 +5,7 @@ A reference is a data URL of a 2-10 s clip (``data:audio/wav;base64,...``), pair
 name at its place; up to 4, as OpenAI takes them. Each is bounded twice before any work:
 its text by ``REFERENCE_MAX_BYTES`` as the form arrives (a larger one, or a fifth, is read
 past and only counted, ``gateway.files.multipart.FieldCap``), its length by its WAV header;
-then it is decoded as the file is (``gateway.files.request.decode_wav``). Its seconds are
+then it is decoded as the file is (``gateway.funasr.known_speakers.decode_clip``). Its seconds are
 added to the file's before the file is decoded: the two together are at most
 ASR_MAX_SESSION_SECONDS (413 ``too_long``), so a request's speaker work is bounded as a
 file's is. Each clip is then embedded by the speaker pool beside the file's own speakers
@@ -29,19 +29,21 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from gateway.files.clips import clip_seconds, decode_clip, wav_seconds
+from gateway.audio.wav import wav_seconds
 from gateway.files.multipart import FieldCap, Form
 from gateway.files.request import TranscribeError
 from gateway.funasr.known_speakers import (
     MAX_KNOWN_SPEAKERS,
     REFERENCE_MAX_BYTES,
+    Clip,
     EnrolmentError,
     KnownSpeaker,
     check_names,
     check_pairs,
     clip_bytes,
-    speaker_names,
-    with_server_set,
+    clip_seconds,
+    decode_clip,
+    named_by_references,
 )
 from gateway.whole.speakers import Speakers
 
@@ -50,13 +52,6 @@ REFERENCES = "known_speaker_references[]"
 # The names are text fields of the form's usual size; the clips are capped fields.
 CAPS = {REFERENCES: FieldCap(REFERENCE_MAX_BYTES, MAX_KNOWN_SPEAKERS)}
 REASON = "bad_known_speakers"
-
-
-@dataclass(frozen=True, slots=True)
-class Clip:
-    name: str
-    samples: npt.NDArray[np.int16]  # 16 kHz mono, as the file's
-    seconds: float  # its header's frames over its rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,18 +88,18 @@ async def enrol(form: Form, file: bytes, max_seconds: float) -> Enrolment:
     together at most ``max_seconds`` (ASR_MAX_SESSION_SECONDS), else a 413."""
     names, references = reference_texts(form)
     clips: list[tuple[str, bytes, float]] = []
-    for index, (name, text) in enumerate(zip(names, references, strict=True)):
-        where = f"{REFERENCES.removesuffix('[]')}[{index}] ({name})"
-        try:
+    try:
+        for index, (name, text) in enumerate(zip(names, references, strict=True)):
+            where = f"{REFERENCES.removesuffix('[]')}[{index}] ({name})"
             data = clip_bytes(text, where)
-        except EnrolmentError as error:
-            raise TranscribeError(400, REASON, str(error)) from None
-        clips.append((where, data, clip_seconds(data, where, REASON)))  # a header's read
-    check_cost(file, sum(seconds for _, _, seconds in clips), max_seconds)
-    decoded = []
-    for (where, data, seconds), name in zip(clips, names, strict=True):
-        samples = await anyio.to_thread.run_sync(decode_clip, data, where, REASON)
-        decoded.append(Clip(name, samples, seconds))
+            clips.append((where, data, clip_seconds(data, where)))  # a header's read
+        check_cost(file, sum(seconds for _, _, seconds in clips), max_seconds)
+        decoded = []
+        for (where, data, seconds), name in zip(clips, names, strict=True):
+            samples = await anyio.to_thread.run_sync(decode_clip, data, where)
+            decoded.append(Clip(name, samples, seconds))
+    except EnrolmentError as error:
+        raise TranscribeError(400, REASON, str(error)) from None
     return Enrolment(tuple(decoded))
 
 
@@ -128,9 +123,5 @@ def names_of(
     speakers: Speakers, enrolment: Enrolment, server: Sequence[KnownSpeaker]
 ) -> dict[int, str]:
     """The file's speakers that a reference or the server's set names, by label."""
-    request = tuple(
-        KnownSpeaker(clip.name, voiceprint)
-        for clip, voiceprint in zip(enrolment.clips, speakers.references, strict=True)
-        if voiceprint
-    )
-    return speaker_names(speakers.turns, speakers.voiceprints, with_server_set(request, server))
+    references = zip((clip.name for clip in enrolment.clips), speakers.references, strict=True)
+    return named_by_references(speakers.turns, speakers.voiceprints, references, server)

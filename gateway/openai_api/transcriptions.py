@@ -96,7 +96,6 @@ from gateway.files.request import (
     refusal_for,
 )
 from gateway.funasr.free_text import free_text_hotwords
-from gateway.funasr.known_speakers import KnownSpeaker
 from gateway.metrics import GatewayMetrics
 from gateway.models.table import OPENAI_MODELS
 from gateway.openai_api import known_speakers
@@ -295,23 +294,17 @@ async def list_models(serving: Serving | None, request: Request) -> Response:
 
 
 async def create_transcription(
-    serving: Serving | None,
-    request: Request,
-    metrics: GatewayMetrics,
-    known: tuple[KnownSpeaker, ...] = (),
+    serving: Serving | None, request: Request, metrics: GatewayMetrics
 ) -> Response:
-    """A whole file in OpenAI's shape; every refusal a counted OpenAI error. ``known``:
-    the server's known speakers (ASR_SPEAKERS), which name ``diarized_json``'s speakers."""
+    """A whole file in OpenAI's shape; every refusal a counted OpenAI error."""
 
     async def run(serving: Serving, request: Request) -> Response:
-        return await _transcribe(serving, request, metrics, known)
+        return await _transcribe(serving, request, metrics)
 
     return await serve_transcription(serving, request, metrics, run=run, refuse=error_response)
 
 
-async def _transcribe(
-    serving: Serving, request: Request, metrics: GatewayMetrics, known: tuple[KnownSpeaker, ...]
-) -> Response:
+async def _transcribe(serving: Serving, request: Request, metrics: GatewayMetrics) -> Response:
     settings = serving.settings
     form = await read_upload(request, settings.transcribe, FIELDS, MAX_PARTS, known_speakers.CAPS)
     asked = parse_request(form, model_ids(serving))
@@ -354,7 +347,7 @@ async def _transcribe(
             if asked.response_format == "diarized_json":
                 # Off the event loop: against a thousand known speakers it takes tens of ms.
                 names = await anyio.to_thread.run_sync(
-                    known_speakers.names_of, found, enrolment, known
+                    known_speakers.names_of, found, enrolment, serving.known_speakers
                 )
         else:
             pieces = await decode.all()

@@ -2,12 +2,13 @@
 known speakers, from a 2-10 s WAV clip of each.
 
 Each clip is decoded as the server decodes a request's reference
-(``gateway.files.clips``) and embedded by a speaker pool of the model the server runs
-(``--model``, default ``ASR_SPEAKER_MODEL``), a stream of its own whose one region covers
-it (``gateway.whole.speakers.reference_voiceprint``): the voiceprints written are those a
-request's ``known_speaker_references[]`` of the same clips would give. The file is written
-once every clip is embedded, and read back as the server reads it (``load_speakers``), so a
-file this writes is one the server starts with.
+(``gateway.funasr.known_speakers.decode_clip``) and embedded by a speaker pool of the model
+the server runs (``--model``, default ``ASR_SPEAKER_MODEL``), a stream of its own whose one
+region covers it (``gateway.whole.speakers.reference_voiceprint``): the voiceprints written
+are those a request's ``known_speaker_references[]`` (or a FunASR config's ``spk_refs``) of
+the same clips would give. The file is written once every clip is embedded, and read back as
+the server reads it (``load_speakers``), so a file this writes is one the server starts
+with.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from pathlib import Path
 
 import anyio
 
-from gateway.files.clips import decode_clip
-from gateway.files.errors import TranscribeError
-from gateway.funasr.known_speakers import EnrolmentError, KnownSpeaker, check_names
+from gateway.funasr.known_speakers import EnrolmentError, KnownSpeaker, check_names, decode_clip
 from gateway.funasr.speaker_file import load_speakers, speakers_document
 from gateway.whole.speakers import reference_voiceprint
 from shared.engines import Role
@@ -61,9 +60,7 @@ def named_clips(pairs: Sequence[str]) -> list[tuple[str, Path]]:
 
 async def enrol(clips: Sequence[tuple[str, Path]], settings: PoolSettings) -> list[KnownSpeaker]:
     """Each clip's known speaker, embedded by one speaker pool."""
-    decoded = [
-        (name, decode_clip(path.read_bytes(), str(path), "bad_clip")) for name, path in clips
-    ]
+    decoded = [(name, decode_clip(path.read_bytes(), str(path))) for name, path in clips]
     speakers = []
     async with WorkerPool(settings) as pool:
         for name, samples in decoded:
@@ -87,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (EnrolmentError, OSError) as error:
         print(f"enrol: {error}", file=sys.stderr)
         return 1
-    except (TranscribeError, GatewayError) as error:
+    except GatewayError as error:
         print(f"enrol: {error.message}", file=sys.stderr)
         return 1
     args.out.write_text(json.dumps(speakers_document(speakers)) + "\n", encoding="utf-8")

@@ -24,6 +24,8 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from gateway.funasr.config import SessionConfig
+from gateway.funasr.known_speakers import Clip, EnrolmentError, decode_clips
 from gateway.funasr.parser import (
     AudioReceived,
     ConfigReceived,
@@ -37,8 +39,8 @@ from gateway.funasr.results import Label, end_acknowledgement
 from gateway.session.outbox import Outbox
 from gateway.session.serving import ServedModel, Serving
 from gateway.session.streams import Acknowledge, Pass, SessionStreams
-from gateway.session.utterance import Utterance, utterance_for
-from shared.errors import WorkerError
+from gateway.session.utterance import Utterance, check_served, utterance_for
+from shared.errors import ProtocolError, WorkerError
 
 PASS_BUFFER = 1  # passes handed to the writer ahead of the one it is relaying
 # Background passes pending at once (2pass sentences whose offline decode is not yet sent);
@@ -114,8 +116,7 @@ class Pipeline:
         match event:
             case ConfigReceived(config=config):
                 streams.choose(config.model)
-                utterance = utterance_for(config, streams.utterance_settings(), vad=streams.vad)
-                await streams.carry_out(utterance, utterance.start())
+                utterance = await self._start(config)
             case AudioReceived(pcm=pcm):
                 assert utterance is not None, "the parser lets no audio before a config"
                 streams.heard()
@@ -124,8 +125,7 @@ class Pipeline:
                 assert utterance is not None, "the parser updates only an utterance"
                 if streams.choose(config.model):  # only before audio: else 1008
                     streams.drop_unheard()
-                    utterance = utterance_for(config, streams.utterance_settings(), vad=streams.vad)
-                    await streams.carry_out(utterance, utterance.start())
+                    utterance = await self._start(config)
                 else:
                     utterance.update(config)
             case EndOfUtterance(acknowledge=acknowledge):
@@ -141,6 +141,26 @@ class Pipeline:
                 await self._passes_in.send(Acknowledge(label))
             case EndWithoutUtterance() | ResumeRequested():
                 pass  # a repeated end: nothing is owed for it (a resume is never queued)
+        return utterance
+
+    async def _start(self, config: SessionConfig) -> Utterance:
+        """The utterance ``config`` starts, its opening carried out. An offline one with
+        ``spk`` gets its config's known speakers' clips decoded first, off the event loop
+        (their seconds were counted at the config, ``SessionLimits``); a config refused
+        (``check_served``) has none decoded."""
+        streams = self.streams
+        settings = streams.utterance_settings()
+        check_served(config, settings)
+        clips: tuple[Clip, ...] = ()
+        if config.spk and config.mode == "offline" and config.spk_refs:
+            try:
+                clips = await anyio.to_thread.run_sync(
+                    decode_clips, config.spk_names, config.spk_refs
+                )
+            except EnrolmentError as error:
+                raise ProtocolError(str(error)) from None
+        utterance = utterance_for(config, settings, vad=streams.vad, clips=clips)
+        await streams.carry_out(utterance, utterance.start())
         return utterance
 
     def _owe_acknowledgement(self, label: Label) -> None:

@@ -1,6 +1,6 @@
 """What the app serves with once it has started: its settings, the models with their pools,
 and what the sessions and requests share (places, the audio budget, the transcription
-limit)."""
+limit, the server's known speakers)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from gateway.funasr.corrections import Rule
+from gateway.funasr.known_speakers import KnownSpeaker
 from gateway.limits.access import ClientSessions
 from gateway.limits.admission import Admission
 from gateway.limits.budget import AudioBudget
@@ -72,6 +73,9 @@ class Serving:
     resumes: ResumableSessions  # the sessions a resume can reach (gateway.session.resume.resumes)
     # The server's text corrections of every result (ASR_HOTWORD_RULES, read at start).
     hotword_rules: tuple[Rule, ...] = ()
+    # The server's known speakers (ASR_SPEAKERS, read at start): they name the speakers of
+    # an offline utterance with spk, and of OpenAI's diarized_json.
+    known_speakers: tuple[KnownSpeaker, ...] = ()
 
     def model(self, name: str | None) -> ServedModel:
         """The model ``name`` names (None: the default), or ``UnknownModelError``."""

@@ -37,6 +37,7 @@ from gateway.session.utterance.actions import (
     SendAudio,
     StreamRef,
 )
+from gateway.speakers.tracker import SpeakerTracker
 from gateway.whole.long_audio import find_segments, speech_regions
 from gateway.whole.speakers import speaker_regions
 from gateway.whole.vad import vad_events
@@ -78,6 +79,7 @@ class SessionStreams:
         self._url_model = model  # the URL's ?model=, which no config may change
         self._model = model or serving.default
         self._place: ExitStack | None = None  # the model's places, once a config chose it
+        self._tracker: SpeakerTracker | None = None  # its 2pass sentences' speakers
         self._heard = False  # audio has gone to the model's pools: it is settled
         self._pools = _pools_of(self._model)
         self._passes = passes
@@ -138,8 +140,16 @@ class SessionStreams:
             whole_text_is_delta=self._pools[Pool.WHOLE].text_is_delta,
             streaming_regions=self._pools[Pool.STREAMING].regions,
             speakers=Pool.SPEAKER in self._pools,
+            speaker_tracker=self._speaker_tracker() if Pool.SPEAKER in self._pools else None,
+            known_speakers=self._serving.known_speakers,
             hotword_rules=self._serving.hotword_rules,
         )
+
+    def _speaker_tracker(self) -> SpeakerTracker:
+        """The session's live speaker tracker, made at its first use."""
+        if self._tracker is None:
+            self._tracker = SpeakerTracker()
+        return self._tracker
 
     async def carry_out(self, utterance: Utterance, actions: list[Action]) -> None:
         """Do what the utterance asks, in order, answering its questions, until it asks

@@ -12,9 +12,10 @@ The VAD's one pass over a file gives both these regions and the cuts of its segm
 (``gateway.audio.segment.Speech``): the caller asks for it once and hands it to both.
 
 The speaker stream's final result also carries each speaker label's voiceprint; a reference
-clip (a known speaker's 2-10 s, ``gateway.speakers``) is embedded the same way, as a stream
-of its own whose one region covers it: under 20 windows funasr's clustering gives every
-window label 0, so label 0's voiceprint is the clip's, the mean of its windows' embeddings.
+clip (a known speaker's 2-10 s, ``gateway.funasr.known_speakers``) is embedded the same way,
+as a stream of its own whose one region covers it: under 20 windows funasr's clustering
+gives every window label 0, so label 0's voiceprint is the clip's, the mean of its windows'
+embeddings.
 
 Cost: the VAD pass is about 3 % of the audio's duration in CPU; CAM++ about 30 ms per
 window, 1.33 windows per second of speech; the clustering of an hour of speech (4,800
@@ -83,14 +84,19 @@ async def diarize(
     return await speaker_pool.decode(samples, StreamOptions(speech_regions=regions))
 
 
+def reference_options(samples: int) -> StreamOptions:
+    """A reference clip's speaker stream, ``samples`` long: the clip as one region (a
+    FunASR session's clips go to such streams too, ``gateway.session.utterance.offline``)."""
+    return StreamOptions(speech_regions=((0, samples * 1000 // SAMPLE_RATE),))
+
+
 async def reference_voiceprint(
     speaker_pool: WorkerPool, samples: npt.NDArray[np.int16]
 ) -> Voiceprint:
     """A reference clip's voiceprint (``()`` if it gave none): the clip as one region."""
-    end_ms = len(samples) * 1000 // SAMPLE_RATE
-    if end_ms <= 0:
+    if len(samples) * 1000 // SAMPLE_RATE <= 0:
         return ()
-    options = StreamOptions(speech_regions=((0, end_ms),))
+    options = reference_options(len(samples))
     voiceprints = (await speaker_pool.decode(samples, options)).voiceprints
     return voiceprints[0] if voiceprints else ()
 

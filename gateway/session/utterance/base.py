@@ -12,8 +12,10 @@ from gateway.audio.resample import PcmResampler
 from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.corrections import Corrections, Rule
+from gateway.funasr.known_speakers import KnownSpeaker
 from gateway.funasr.results import Label
 from gateway.session.utterance.actions import Action
+from gateway.speakers.tracker import SpeakerTracker
 from gateway.whole.vad import VadEvent
 from shared.messages import SAMPLE_RATE
 
@@ -32,8 +34,13 @@ class UtteranceSettings:
     streaming_regions: bool = False
     # The session's model has a speaker pool (ASR_SPEAKER_MODEL): offline ``spk`` is served.
     speakers: bool = False
+    # With it, the session's live speaker tracker: a 2pass ``spk`` utterance's sentences'
+    # ids, stable for the session (its utterances share it).
+    speaker_tracker: SpeakerTracker | None = None
     # The server's text corrections (ASR_HOTWORD_RULES), beside each utterance's own.
     hotword_rules: tuple[Rule, ...] = ()
+    # The server's known speakers (ASR_SPEAKERS), beside each offline utterance's clips.
+    known_speakers: tuple[KnownSpeaker, ...] = ()
 
 
 class Utterance(ABC):

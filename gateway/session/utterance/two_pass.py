@@ -40,7 +40,6 @@ from gateway.session.utterance.actions import (
     StreamRef,
 )
 from gateway.session.utterance.base import Utterance, UtteranceSettings
-from gateway.speakers.tracker import SpeakerTracker
 from shared.messages import SAMPLE_RATE, StreamOptions
 
 
@@ -62,8 +61,8 @@ class TwoPass(Utterance):
         self._shown = ShownPartials()
         self._regions = RunningText()  # without the offline pass: the online text
         # ``"spk": true``: each sentence's speaker, from the speaker pool's embeddings of
-        # its windows, stable for the utterance (FunASR's stream).
-        self._speakers = SpeakerTracker() if config.spk and offline_pass else None
+        # its windows, by the session's tracker.
+        self._speakers = settings.speaker_tracker if config.spk and offline_pass else None
         self._region_frames: Partials | None = None
 
     def start(self) -> list[Action]:

@@ -9,12 +9,14 @@ import json
 import pytest
 
 from gateway.funasr.config import SessionConfig, parse_config
+from gateway.funasr.known_speakers import ReferenceClip
 from gateway.funasr.parser import (
     ParserState,
     ProtocolParser,
 )
 from shared.errors import ProtocolError
 from shared.messages import StreamOptions
+from tests.helpers.wav import speech, wav_bytes
 
 
 def streaming_parser(**fields: object) -> ProtocolParser:
@@ -162,13 +164,19 @@ def test_spk_is_off_unless_the_config_asks() -> None:
 
 
 def test_known_speakers_come_as_names_and_base64_clips_paired() -> None:
-    clip = base64.b64encode(b"RIFF....WAVE").decode()
+    wav = wav_bytes(speech(2.5, rate=8000), rate=8000)
+    clip = base64.b64encode(wav).decode()
     config = parse_config(
         {"spk": True, "spk_names": ["alice", "bob"], "spk_refs": [clip, f"data:;base64,{clip}"]}
     )
     assert config.spk_names == ("alice", "bob")
-    assert config.spk_refs == (b"RIFF....WAVE", b"RIFF....WAVE")
+    # Each with its length by its header: its cost is known before a sample is decoded.
+    assert config.spk_refs == (ReferenceClip(wav, 2.5), ReferenceClip(wav, 2.5))
     assert parse_config({}, config).spk_refs == config.spk_refs  # kept by a later frame
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 @pytest.mark.parametrize(
@@ -180,6 +188,15 @@ def test_known_speakers_come_as_names_and_base64_clips_paired() -> None:
         ({"spk_names": ["a", "a"], "spk_refs": ["QUJD", "QUJD"]}, "each name is given once"),
         ({"spk_names": ["alice"], "spk_refs": ["not base64!"]}, r"spk_refs\[0\]: .* base64"),
         ({"spk_names": list("abcde"), "spk_refs": ["QUJD"] * 5}, "at most 4 known speakers"),
+        ({"spk_names": ["a"], "spk_refs": ["QUJD"]}, r"spk_refs\[0\]: the audio is not a WAV"),
+        (
+            {"spk_names": ["a"], "spk_refs": [b64(wav_bytes(speech(1.5)))]},
+            r"spk_refs\[0\]: the clip lasts 1.50 s; a reference lasts 2 to 10 s",
+        ),
+        (
+            {"spk_names": ["a"], "spk_refs": [b64(wav_bytes(speech(10.5, rate=8000), 8000))]},
+            "a reference lasts 2 to 10 s",
+        ),
     ],
 )
 def test_known_speakers_that_cannot_be_used_are_refused_by_name(

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from gateway.funasr.config import SessionConfig
+from gateway.funasr.known_speakers import ReferenceClip
 from gateway.funasr.parser import AudioReceived, ConfigReceived, EndOfUtterance, ParserState
 from gateway.limits.session_limits import MAX_EMPTY_UTTERANCES, SessionLimits
 from gateway.settings import GatewaySettings
@@ -136,3 +137,27 @@ def test_audio_at_8_khz_counts_as_its_16_khz_length() -> None:
     limits.event(AudioReceived(bytes(160_000)), 8000, now=0.0)  # ten seconds at 8 kHz
     with pytest.raises(ProtocolError, match="ASR_MAX_SESSION_SECONDS"):
         limits.event(AudioReceived(bytes(2)), 8000, now=0.0)
+
+
+def test_an_offline_spk_configs_reference_clips_count_as_the_sessions_audio() -> None:
+    clips = (ReferenceClip(b"RIFF", 4.0), ReferenceClip(b"RIFF", 3.0))
+    config = SessionConfig(mode="offline", spk=True, spk_names=("a", "b"), spk_refs=clips)
+    limits = SessionLimits(SETTINGS, now=0.0)  # ten seconds
+    limits.event(ConfigReceived(config), 16000, now=0.0)  # seven of them, before any audio
+    limits.event(AudioReceived(bytes(96_000)), 16000, now=0.0)  # three more
+    with pytest.raises(ProtocolError, match=r"references \(7.0 s\) are more than 10 s"):
+        limits.event(ConfigReceived(config), 16000, now=0.0)  # the next utterance's
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(SessionConfig(mode="offline"), id="no-spk"),
+        pytest.param(SessionConfig(mode="2pass", spk=True), id="2pass"),
+    ],
+)
+def test_reference_clips_an_utterance_does_not_embed_cost_nothing(config: SessionConfig) -> None:
+    clips = (ReferenceClip(b"RIFF", 10.0),)
+    limits = SessionLimits(SETTINGS, now=0.0)
+    limits.event(ConfigReceived(replace(config, spk_names=("a",), spk_refs=clips)), 16000, 0.0)
+    limits.event(AudioReceived(bytes(320_000)), 16000, now=0.0)  # the whole ten seconds

@@ -14,12 +14,16 @@ import soundfile
 
 from gateway.files.errors import TranscribeError
 from gateway.files.multipart import Form
-from gateway.funasr.known_speakers import MAX_KNOWN_SPEAKERS, REFERENCE_MAX_BYTES, KnownSpeaker
+from gateway.funasr.known_speakers import (
+    MAX_KNOWN_SPEAKERS,
+    REFERENCE_MAX_BYTES,
+    Clip,
+    KnownSpeaker,
+)
 from gateway.openai_api.formats import FileTranscript, TimedSegment, diarized_json
 from gateway.openai_api.known_speakers import (
     NAMES,
     REFERENCES,
-    Clip,
     Enrolment,
     check_cost,
     enrol,

@@ -61,6 +61,7 @@ class TwoModels:
             budget=AudioBudget(1 << 30),
             admission=Admission(64),
             hotword_rules=(),
+            known_speakers=(),
         )
         self.events_in, events = anyio.create_memory_object_stream[Event](8)
         self.outbox = Outbox()

@@ -4,13 +4,12 @@ sentences (``generate(spk_model=...)`` on the same file) the speaker funasr give
 sentences' ``spk`` are funasr's ``distribute_spk`` of our turns; OpenAI's SDK reads a
 ``speaker`` on each ``verbose_json`` segment, and ``diarized_json``'s speakers named by known
 speakers: a request's reference clips, and the server's set (ASR_SPEAKERS, made by
-``python -m gateway.ops.enrol``). A client that resets its connection after its upload stops
-the VAD, the speakers and the decodes at once and gives its place back."""
+``python -m gateway.ops.enrol``); so are a FunASR ``offline`` result's, by its config's
+``spk_refs``. A client that resets its connection after its upload stops the VAD, the
+speakers and the decodes at once and gives its place back."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import subprocess
 import sys
@@ -23,16 +22,21 @@ import httpx
 import numpy as np
 import openai
 import pytest
-import soundfile
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.gateway import Gateway, serve_blocking
-from bench.common.messages import END, config
 from bench.common.procfs import cpu_seconds
 from bench.common.procfs import workers as procfs_workers
 from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
 from tests.helpers.http_reset import send_then_reset
+from tests.helpers.speaker_clients import (
+    clip_base64,
+    clip_url,
+    offline_session,
+    refused_config,
+    wav,
+)
 from tests.helpers.speakers import funasr_sentence_info
 from workers.models.synthetic.voices import HIGH, LOW, Voice, conversation, speak
 
@@ -79,16 +83,14 @@ def server(
         "ASR_VAD_MODEL": str(tiny_vad_model),
         "ASR_SPEAKER_MODEL": str(campplus_model),
         "ASR_SPEAKERS": str(speakers_file),
+        # A FunASR config with two 6 s clips in base64 is 512 KiB of text, which costs a
+        # token of the frame budget per KiB (gateway.limits.rate): room for both.
+        "ASR_MAX_TEXT_BYTES": str(1 << 20),
+        "ASR_MAX_FRAMES_PER_SECOND": "1000",
     }
     log = tmp_path_factory.mktemp("speakers") / "server.log"
     with serve_blocking(env, log, ready_timeout=240) as server:
         yield server
-
-
-def wav(samples: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    soundfile.write(buffer, samples, 16000, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
 
 
 def transcribe(server: Gateway, **fields: str) -> httpx.Response:
@@ -204,11 +206,6 @@ def test_openais_sdk_reads_diarized_json_with_speakers_as_letters(
 # -- speakers by name --------------------------------------------------------------------------
 
 
-def clip_url(voice: Voice, seconds: float, seed: int) -> str:
-    """A reference clip as OpenAI takes one: a WAV data URL."""
-    return "data:audio/wav;base64," + base64.b64encode(wav(speak(voice, seconds, seed))).decode()
-
-
 def diarized_speakers(server: Gateway, audio: np.ndarray = AUDIO, **known: Any) -> list[str]:
     """``diarized_json``'s speakers through OpenAI's SDK, segment by segment."""
     with openai.OpenAI(base_url=server.http + "/v1", api_key="k", max_retries=0) as client:
@@ -289,53 +286,65 @@ def test_known_speakers_out_of_bounds_are_refused_where_used_and_ignored_elsewhe
         assert create("json", ["alice"], ["not a clip"]).text == answer["text"]
 
 
-def offline_session(server: Gateway, **fields: object) -> list[dict[str, Any]]:
-    """A FunASR offline session over a real socket: every frame up to the final, or the
-    error frame and the close."""
-    from websockets.sync.client import connect
-
-    pcm = AUDIO.astype("<i2").tobytes()
-    frames: list[dict[str, Any]] = []
-    with connect(server.url, max_size=None, open_timeout=30) as ws:
-        ws.send(config(mode="offline", wav_name="talk", **fields))
-        for start in range(0, len(pcm), 32000):
-            ws.send(pcm[start : start + 32000])
-        ws.send(END)
-        for raw in ws:
-            frame = json.loads(raw)
-            frames.append(frame)
-            if frame.get("is_final") or frame.get("type") == "error":
-                break
-    return frames
-
-
 def test_the_offline_mode_labels_its_sentences_with_spk(
     server: Gateway, answer: dict[str, Any]
 ) -> None:
-    (frame,) = offline_session(server, spk=True)
+    (frame,) = offline_session(server, AUDIO, spk=True)
     assert frame["mode"] == "offline"
     assert frame["speakers"] == answer["speakers"]  # the same file, the same turns
     sentences = frame["stamp_sents"]
     spans = [(sentence["start"], sentence["end"]) for sentence in sentences]
     assert [s["spk"] for s in sentences] == sentence_speakers(spans, turns_of(answer))
-    (plain,) = offline_session(server)
+    (plain,) = offline_session(server, AUDIO)
     assert "speakers" not in plain
     assert plain["text"] == frame["text"]
     assert all("spk" not in sentence for sentence in plain["stamp_sents"])
 
 
-def test_spk_outside_the_offline_mode_is_refused_by_name(server: Gateway) -> None:
-    from websockets.exceptions import ConnectionClosed
-    from websockets.sync.client import connect
+def test_the_offline_mode_names_the_speakers_its_configs_clips_sound_like(server: Gateway) -> None:
+    (frame,) = offline_session(
+        server,
+        AUDIO,
+        spk=True,
+        spk_names=["bob", "alice"],
+        spk_refs=[clip_base64(HIGH, 6.0, seed=11), clip_base64(LOW, 6.0, seed=12)],
+    )
+    assert frame["speaker_names"] == {"0": "alice", "1": "bob"}  # the low voice speaks first
+    sentences = frame["stamp_sents"]
+    assert {s["spk"] for s in sentences} == {0, 1}  # both voices: the names can be wrong
+    assert [s["spk_name"] for s in sentences] == [
+        frame["speaker_names"][str(s["spk"])] for s in sentences
+    ]
+    # The ints, the turns and the text are what they are without names.
+    (plain,) = offline_session(server, AUDIO, spk=True)
+    assert [s["spk"] for s in sentences] == [s["spk"] for s in plain["stamp_sents"]]
+    assert (frame["speakers"], frame["text"]) == (plain["speakers"], plain["text"])
+    assert plain["speaker_names"] == {}  # ASR_SPEAKERS' carol is neither voice
 
-    with connect(server.url, open_timeout=30) as ws:
-        ws.send(config(mode="2pass", spk=True))  # refused at the config: no audio after it
-        error = json.loads(ws.recv(timeout=30))
-        with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=30)
-    assert "offline mode only" in error["message"]
-    assert closed.value.rcvd is not None
-    assert closed.value.rcvd.code == 1008
+
+def test_an_offline_clip_like_no_speaker_names_none(server: Gateway) -> None:
+    # dora sounds like carol, whom AUDIO does not have (nor does the server's carol name
+    # either voice): no sentence gets a name.
+    dora = clip_base64(CAROL, 4.0, seed=13)
+    (frame,) = offline_session(server, AUDIO, spk=True, spk_names=["dora"], spk_refs=[dora])
+    assert frame["speaker_names"] == {}
+    assert frame["stamp_sents"]
+    assert all("spk_name" not in sentence for sentence in frame["stamp_sents"])
+
+
+def test_an_offline_configs_clip_out_of_bounds_is_refused_by_name(server: Gateway) -> None:
+    short = clip_base64(LOW, 1.0, seed=16)
+    error, code = refused_config(
+        server, mode="offline", spk=True, spk_names=["alice"], spk_refs=[short]
+    )
+    assert code == 1008
+    assert "spk_refs[0]: the clip lasts 1.00 s; a reference lasts 2 to 10 s" in error["message"]
+
+
+def test_spk_in_the_online_mode_is_refused_by_name(server: Gateway) -> None:
+    error, code = refused_config(server, mode="online", spk=True)
+    assert code == 1008
+    assert "offline and 2pass modes" in error["message"]
 
 
 # -- a client that leaves after its upload ---------------------------------------------------

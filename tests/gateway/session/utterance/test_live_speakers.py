@@ -22,7 +22,7 @@ from shared.messages import Decoded, StreamResult
 from tests.helpers.utterance import SETTINGS, audio_of, loud, opened, quiet
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5), spk=True)
-SPEAKERS = replace(SETTINGS, speakers=True)
+SPEAKERS = replace(SETTINGS, speakers=True, speaker_tracker=SpeakerTracker())
 DIMS = 192  # CAM++'s: random voices nearly orthogonal, as trained speakers are apart
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from gateway.audio.segment import Segment, Speech
 from gateway.funasr.config import SessionConfig
+from gateway.funasr.known_speakers import Clip, KnownSpeaker
 from gateway.funasr.results import Label, WholeText
+from gateway.funasr.speaker_fields import SpeakerFields
 from gateway.session.utterance import utterance_for
 from gateway.session.utterance.actions import (
     FindSegments,
@@ -27,6 +30,11 @@ from shared.messages import Decoded, SentenceStamp, SpeakerTurn, StreamResult
 from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened
 
 CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
+
+
+def clip(name: str, seconds: float) -> Clip:
+    samples = np.frombuffer(loud(int(seconds * 1000)), dtype=np.int16)
+    return Clip(name, samples, seconds)
 
 
 def test_audio_is_held_and_nothing_is_opened_before_the_end() -> None:
@@ -126,6 +134,49 @@ def test_spk_asks_where_the_speech_is_then_decodes_beside_a_speaker_stream() -> 
     assert actions[-1] == ReleaseAudio(len(pcm))
 
 
+def test_spk_embeds_each_known_speakers_clip_in_a_stream_of_its_own() -> None:
+    settings = replace(SETTINGS, speakers=True, known_speakers=(KnownSpeaker("carol", (1.0,)),))
+    clips = [clip("alice", 2.0), clip("bob", 3.5)]
+    utterance = utterance_for(replace(CONFIG, spk=True), settings, vad=True, clips=clips)
+    pcm = loud(2500)
+    utterance.audio(pcm)
+    # The clips' samples are held with the audio from the end, before the VAD is asked.
+    hold, question = utterance.end()
+    assert hold == HoldAudio(2 * (32000 + 56000))
+    assert isinstance(question, FindSpeech)
+    actions = utterance.speech_found(Speech(((100 * 32, 2400 * 32),), len(pcm)))
+    (stream,) = opened(actions, Pool.WHOLE)
+    speaker, alice, bob = opened(actions, Pool.SPEAKER)
+    regions = {a.stream: a.options.speech_regions for a in actions if isinstance(a, OpenStream)}
+    assert regions[alice] == ((0, 2000),)  # each clip one region, as a file's reference
+    assert regions[bob] == ((0, 3500),)
+    (relay,) = [a for a in actions if isinstance(a, RelayResults)]
+    assert relay.streams == (stream, speaker, alice, bob)  # the clips after the speakers
+    assert audio_of(actions, alice) == clips[0].samples.tobytes()
+    assert audio_of(actions, bob) == clips[1].samples.tobytes()
+    assert actions[-1] == ReleaseAudio(len(pcm) + 2 * (32000 + 56000))
+    assert isinstance(relay.frames, WholeText)
+    # What the frames will name the speakers by: the clips, then the server's carol.
+    for result in (
+        StreamResult(1, 0, Decoded("a"), True),
+        StreamResult(
+            1, 0, Decoded(speakers=(SpeakerTurn(0, 900, 0),), voiceprints=((1.0,),)), True
+        ),
+        StreamResult(1, 0, Decoded(voiceprints=((0.5,),)), True),
+        StreamResult(1, 0, Decoded(voiceprints=((-1.0,),)), True),
+    ):
+        relay.frames.push(result, 0)
+    assert json.loads(relay.frames.finish()[0])["speaker_names"] == {"0": "alice"}
+
+
+def test_clips_without_spk_are_not_used() -> None:
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False, clips=[clip("alice", 2.0)])
+    utterance.audio(loud(300))
+    actions = utterance.end()
+    assert opened(actions, Pool.SPEAKER) == []
+    assert actions[-1] == ReleaseAudio(300 * 32)
+
+
 def test_spk_is_refused_in_online_mode_and_without_a_speaker_model() -> None:
     with pytest.raises(ProtocolError, match="offline and 2pass modes"):
         utterance_for(SessionConfig(mode="online", spk=True), SETTINGS, vad=False)
@@ -140,7 +191,7 @@ def test_whole_text_with_speakers_labels_each_sentence_from_the_last_streams_tur
         final=True,
         offsets_ms=[0],
         text_is_delta=False,
-        speakers=True,
+        speakers=SpeakerFields(),
     )
     sentence = SentenceStamp("a b", "。", 100, 900, ((100, 500), (500, 900)))
     later = SentenceStamp("c", "", 1500, 1900, ((1500, 1900),))

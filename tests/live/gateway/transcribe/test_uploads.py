@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
-from gateway.files import request as transcribe
+from gateway.audio import wav
 from gateway.settings import AccessSettings, TranscribeSettings
 from tests.helpers.checksums import checksum
 from tests.helpers.loops import GatewayClient
@@ -140,13 +140,13 @@ def test_keys_apply_to_transcription_too() -> None:
 def no_decoding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records any sample read or resampled; a refusal from the header leaves it empty."""
     calls: list[str] = []
-    decode = transcribe._decode_to_16k
+    decode = wav._decode_to_16k
 
     def spy(data: bytes, frames: int, rate: int) -> np.ndarray:
         calls.append("decode")
         return decode(data, frames, rate)
 
-    monkeypatch.setattr(transcribe, "_decode_to_16k", spy)
+    monkeypatch.setattr(wav, "_decode_to_16k", spy)
     return calls
 
 
