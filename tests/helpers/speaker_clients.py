@@ -34,15 +34,17 @@ def clip_url(voice: Voice, seconds: float, seed: int) -> str:
     return "data:audio/wav;base64," + clip_base64(voice, seconds, seed)
 
 
-def offline_session(server: Gateway, audio: np.ndarray, **fields: object) -> list[dict[str, Any]]:
-    """A FunASR offline session of ``audio`` over a real socket: every frame up to the
-    final, or the error frame and the close."""
+def offline_session(
+    server: Gateway, audio: np.ndarray, mode: str = "offline", **fields: object
+) -> list[dict[str, Any]]:
+    """A FunASR session of ``audio`` over a real socket (``offline`` unless ``mode`` says
+    otherwise): every frame up to the final, or the error frame and the close."""
     from websockets.sync.client import connect
 
     pcm = audio.astype("<i2").tobytes()
     frames: list[dict[str, Any]] = []
     with connect(server.url, max_size=None, open_timeout=30) as ws:
-        ws.send(config(mode="offline", wav_name="talk", **fields))
+        ws.send(config(mode=mode, wav_name="talk", **fields))
         for start in range(0, len(pcm), 32000):
             ws.send(pcm[start : start + 32000])
         ws.send(END)

@@ -147,10 +147,14 @@ class TwoPass(Utterance):
         streams: tuple[StreamRef, ...] = (offline,)
         speaker_actions: list[Action] = []
         duration_ms = len(audio) * 1000 // BYTES_PER_SECOND
-        if self._speakers is not None and duration_ms > 0:
-            # The windows of the audio the offline pass decodes, embedded beside it.
+        speech_ms = 0 if speech_start is None else (speech_start - skip) * 1000 // BYTES_PER_SECOND
+        if self._speakers is not None and duration_ms > speech_ms:
+            # The windows of its speech (as funasr embeds the VAD's regions: the pre-roll
+            # before the detected speech is no one's voice), beside the offline pass.
             speaker = StreamRef(Pool.SPEAKER)
-            regions = StreamOptions(speech_regions=((0, duration_ms),), window_embeddings=True)
+            regions = StreamOptions(
+                speech_regions=((speech_ms, duration_ms),), window_embeddings=True
+            )
             streams = (offline, speaker)
             speaker_actions = [OpenStream(speaker, regions), FinishStream(speaker, audio)]
         actions += [

@@ -347,6 +347,40 @@ def test_spk_in_the_online_mode_is_refused_by_name(server: Gateway) -> None:
     assert "offline and 2pass modes" in error["message"]
 
 
+def test_2pass_sentences_get_live_speakers_as_funasrs_generate_labels_them(
+    server: Gateway, funasr_sentences: list[dict[str, Any]]
+) -> None:
+    """A 2pass session with ``spk``: each 2pass-offline frame's live speaker labels its
+    sentences as funasr's ``generate(spk_model=...)`` labels the ones they overlap most, up
+    to renaming, one id per voice (a sentence of no one's speech, overlapping none of
+    funasr's, is left out); the end's revisions say what each relabelled sentence was."""
+    frames = offline_session(server, AUDIO, mode="2pass", spk=True)
+    offline = [f for f in frames if f["mode"] == "2pass-offline"]
+    assert offline[-1]["is_final"]
+    live = {f["sentence"]: f["spk"] for f in offline}
+    revisions = [change for f in frames for change in f.get("spk_revisions", [])]
+    assert all(live[change["sentence"]] == change["was"] != change["spk"] for change in revisions)
+    ours, theirs = [], []
+    for frame in offline:
+        for sentence in frame.get("stamp_sents", []):
+            assert sentence["spk"] == frame["spk"]
+
+            def overlap(other: dict[str, Any], sentence: dict[str, Any] = sentence) -> int:
+                return int(
+                    min(other["end"], sentence["end"]) - max(other["start"], sentence["start"])
+                )
+
+            best = max(funasr_sentences, key=overlap)
+            if overlap(best) > 0:
+                ours.append(frame["spk"])
+                theirs.append(best["spk"])
+    assert len(set(theirs)) == 2  # funasr hears the two voices
+    renaming = dict(zip(ours, theirs, strict=True))
+    why = f"ours {ours}, funasr's {theirs}"
+    assert [renaming[label] for label in ours] == theirs, why
+    assert len(set(renaming.values())) == len(renaming), why  # one of ours per one of theirs
+
+
 # -- a client that leaves after its upload ---------------------------------------------------
 
 # Long enough that its transcription with speakers takes the workers many CPU seconds.
