@@ -17,6 +17,7 @@ from typing import Literal
 
 from gateway.audio.pcm import MAX_AUDIO_FS, MIN_AUDIO_FS
 from gateway.funasr.free_text import free_text_hotwords
+from gateway.funasr.known_speakers import MAX_NAME_CHARS
 from shared.messages import SAMPLE_RATE
 
 Encoding = Literal["linear16", "mulaw", "alaw"]
@@ -29,6 +30,7 @@ DEFAULT_ENDPOINTING_MS = 10  # Deepgram's, taken up to MIN_ENDPOINTING_MS
 MAX_ENDPOINTING_MS = 60_000
 MIN_UTTERANCE_END_MS = 1000  # Deepgram's: its word timing ticks about once a second
 MAX_UTTERANCE_END_MS = 5000
+MAX_KNOWN_SPEAKERS = 64  # ``known_speaker`` names a stream may give
 # Language codes as Deepgram writes them (en-US, zh-CN, zh-TW...) to SenseVoice's, by prefix.
 _SPOKEN = {"en": "en", "zh": "zh", "yue": "yue", "ja": "ja", "ko": "ko"}
 
@@ -60,6 +62,9 @@ class ListenParams:
     # A speaker on each word: each sentence's live speaker, where the model has a speaker
     # pool and an offline model (2pass sentences); else accepted and none given.
     diarize: bool = False
+    # Ours: the server's known speakers (ASR_SPEAKERS) by name whom diarize may name on
+    # words (``speaker_name``); None: any of them. A URL carries no clips.
+    known_speakers: tuple[str, ...] | None = None
     hotwords: tuple[str, ...] = ()  # keyterm and keywords, as words
 
 
@@ -116,6 +121,7 @@ def parse_params(query: Mapping[str, Sequence[str]], model_names: Sequence[str])
         smart_format=_flag(query, "smart_format", False) or _flag(query, "numerals", False),
         diarize=_flag(query, "diarize", False),
         hotwords=_hotwords(query),
+        known_speakers=_known_speakers(query),
     )
 
 
@@ -171,3 +177,17 @@ def _hotwords(query: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     SeACo-Paraformer takes words only."""
     keywords = [keyword.rpartition(":")[0] or keyword for keyword in query.get("keywords", ())]
     return free_text_hotwords(None, [*query.get("keyterm", ()), *keywords])
+
+
+def _known_speakers(query: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
+    """``known_speaker`` (ours, repeatable): the server's known speakers this stream may
+    name, at most MAX_KNOWN_SPEAKERS, each a name of at most MAX_NAME_CHARS (an unknown
+    name names no one)."""
+    names = query.get("known_speaker")
+    if names is None:
+        return None
+    if len(names) > MAX_KNOWN_SPEAKERS or any(len(name) > MAX_NAME_CHARS for name in names):
+        raise ListenRequestError(
+            f"known_speaker: at most {MAX_KNOWN_SPEAKERS} names of {MAX_NAME_CHARS} characters"
+        )
+    return tuple(name.strip() for name in names)

@@ -104,7 +104,8 @@ class ListenResults:
         if frame.get("mode") == "2pass-offline":
             speaker = frame.get("spk")  # with diarize: the sentence's live speaker
             speaker = speaker if isinstance(speaker, int) else None
-            final = self._final(utterance, texts, text, frame.get("timestamp"), last, speaker)
+            name = self._speaker_name(frame.get("spk_name"))
+            final = self._final(utterance, texts, text, frame.get("timestamp"), last, speaker, name)
             messages.append(final)
         elif frame.get("resent") is True:
             texts.pieces = [text] if text else []  # the later sentences' partials, again
@@ -181,6 +182,7 @@ class ListenResults:
         timestamp: object,
         last: bool,
         speaker: int | None = None,
+        speaker_name: str | None = None,
     ) -> Message:
         start = texts.settled_s
         # The utterance's end is known at its last result; an earlier sentence's end is
@@ -188,7 +190,7 @@ class ListenResults:
         end = utterance.end_s if last else max(start, texts.decoded_s)
         words = timed_words(text, start, end, _token_times(timestamp), utterance.start_s)
         if speaker is not None:
-            words = [replace(word, speaker=speaker) for word in words]
+            words = [replace(w, speaker=speaker, speaker_name=speaker_name) for w in words]
         if words and not last:
             end = max(start, words[-1].end)
         texts.settled_s, texts.pieces = end, []
@@ -204,6 +206,13 @@ class ListenResults:
             speech_final=last and utterance.ending == "pause",
             from_finalize=last and utterance.ending == "finalize",
         )
+
+    def _speaker_name(self, name: object) -> str | None:
+        """A sentence's speaker's name, if the stream lets it be named (``known_speaker``)."""
+        allowed = self._params.known_speakers
+        if not isinstance(name, str) or (allowed is not None and name not in allowed):
+            return None
+        return name
 
     def _shown(self, text: str, words: list[Word]) -> str:
         """The transcript as Deepgram formats it: the model's text with ``punctuate`` or

@@ -30,6 +30,7 @@ class Word:
     start: float
     end: float
     speaker: int | None = None  # with diarize: its sentence's live speaker
+    speaker_name: str | None = None  # ours: that speaker's name, a known speaker's
 
     def message(self, confidence: float) -> dict[str, object]:
         message: dict[str, object] = {
@@ -41,6 +42,8 @@ class Word:
         }
         if self.speaker is not None:
             message["speaker"] = self.speaker
+        if self.speaker_name is not None:
+            message["speaker_name"] = self.speaker_name
         return message
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gateway.funasr.known_speakers import KnownSpeaker, name_speakers
 from gateway.funasr.results import Label, Partials, WholeText, result_message
 from gateway.funasr.running_text import running_frame_text
 from gateway.speakers.tracker import SpeakerRevision, SpeakerTracker
@@ -109,7 +110,8 @@ class SentenceText(WholeText):
     follows the offline decode's, the speaker pool's embeddings of the sentence's windows;
     the tracker labels the sentence when its frame goes out (frames go in sentence order),
     as ``spk`` on the frame and on each of its ``stamp_sents``, with the sentence's number
-    in the session (``sentence``). Before each utterance's final frame the tracker
+    in the session (``sentence``), and ``spk_name`` where its id's centre sounds like one
+    of the ``known`` speakers (the server's set). Before each utterance's final frame the tracker
     re-clusters its history, and what that relabels goes out as one ``spk_revisions``
     frame; the relabels hold for the rest of the session."""
 
@@ -125,6 +127,7 @@ class SentenceText(WholeText):
         offset_ms: int,
         text_is_delta: bool,
         speakers: SpeakerTracker | None = None,
+        known: Sequence[KnownSpeaker] = (),
     ) -> None:
         super().__init__(
             "2pass-offline",
@@ -136,6 +139,7 @@ class SentenceText(WholeText):
         self._shown = shown
         self._sentence = sentence
         self._tracker = speakers
+        self._known = known
         self._decoded = False  # the offline decode's final result has come
         self._windows: tuple[tuple[float, ...], ...] = ()
 
@@ -153,6 +157,10 @@ class SentenceText(WholeText):
             speaker = self._tracker.assign(number, self._windows)
             self.fields.update(spk=speaker, sentence=number)
             self.sentence_fields["spk"] = speaker
+            # All the ids at once, so that a name goes to one id (the most alike).
+            name = name_speakers(self._tracker.centres(), self._known).get(speaker)
+            if name is not None:
+                self.fields["spk_name"] = self.sentence_fields["spk_name"] = name
             if self.final:
                 revisions = speaker_revisions(self._tracker.revise(), self.label.wav_name)
         frames = revisions + super().finish()

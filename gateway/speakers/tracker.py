@@ -161,6 +161,16 @@ class SpeakerTracker:
         self._last_speaker = speaker
         return speaker
 
+    def centres(self) -> dict[int, tuple[float, ...]]:
+        """Each id's centre, the mean of its speaker's recent unit windows: what a known
+        speaker's voiceprint is compared with to name the id."""
+        if self._centres is None:
+            return {}
+        return {
+            speaker: tuple(float(v) for v in self._centres[speaker])
+            for speaker in range(self.speakers)
+        }
+
     @property
     def next_sentence(self) -> int:
         """The number the next sentence takes: the session's sentences, counted from 1."""

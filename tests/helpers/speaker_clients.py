@@ -68,3 +68,24 @@ def refused_config(server: Gateway, **fields: object) -> tuple[dict[str, Any], i
             ws.recv(timeout=30)
     assert closed.value.rcvd is not None
     return error, closed.value.rcvd.code
+
+
+def metric(server: Gateway, name: str, **labels: str) -> float:
+    """A sample of the server's ``/metrics`` (0 where it has none yet)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(server.http + "/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def workers_cpu(server: Gateway) -> float:
+    """The CPU seconds the server's workers have used so far."""
+    from bench.common.procfs import cpu_seconds
+    from bench.common.procfs import workers as procfs_workers
+
+    return sum(cpu_seconds(pid) for pid in procfs_workers(server.pid))

@@ -142,6 +142,7 @@ class TwoPass(Utterance):
             offset_ms=offset_ms,
             text_is_delta=self.settings.whole_text_is_delta,
             speakers=self._speakers,
+            known=self.settings.known_speakers,
         )
         audio = memoryview(sentence)[skip:]
         streams: tuple[StreamRef, ...] = (offline,)

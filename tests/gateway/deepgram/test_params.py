@@ -92,3 +92,10 @@ def test_what_deepgram_would_refuse_or_we_cannot_honour_is_refused(
 
 def test_a_parameter_nobody_knows_is_ignored() -> None:
     assert _params("colour=red&redact=false") == _params("")
+
+
+def test_known_speaker_names_the_server_voices_a_stream_may_name() -> None:
+    assert _params("diarize=true").known_speakers is None  # any of the server's set
+    assert _params("known_speaker=alice&known_speaker=bob").known_speakers == ("alice", "bob")
+    with pytest.raises(ListenRequestError, match="known_speaker"):
+        _params("&".join(["known_speaker=x"] * 65))

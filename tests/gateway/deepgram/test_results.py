@@ -194,3 +194,14 @@ def test_diarize_asks_the_session_for_speakers_only_where_they_are_served() -> N
     assert not asks("2pass", speakers=False, diarize=True)  # no speaker model
     assert not asks("2pass", speakers=True, diarize=False)
     assert not asks("online", speakers=True, diarize=True)  # no sentences decoded whole
+
+
+def test_a_named_speaker_goes_on_the_words_where_the_stream_lets_it() -> None:
+    """``spk_name`` (the server's known speaker) as ``speaker_name`` on each word (ours),
+    unless ``known_speaker`` leaves that name out."""
+    for allowed, shown in ((None, "alice"), (("alice",), "alice"), (("bob",), None)):
+        stream, results = _session(diarize=True, known_speakers=allowed)
+        stream.take_audio(ENDED)
+        frame = _frame("u1", "2pass-offline", "你好。", final=True, spk=0, spk_name="alice")
+        (final,) = results.result(frame)
+        assert [w.get("speaker_name") for w in _words(final)] == [shown, shown]

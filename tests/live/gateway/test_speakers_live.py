@@ -22,20 +22,19 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common.gateway import Gateway, serve_blocking
-from bench.common.procfs import cpu_seconds
-from bench.common.procfs import workers as procfs_workers
 from gateway.funasr.speaker_labels import sentence_speakers
 from shared.messages import SpeakerTurn
 from tests.helpers.http_reset import send_then_reset
 from tests.helpers.speaker_clients import (
     clip_base64,
     clip_url,
+    metric,
     offline_session,
     refused_config,
     wav,
+    workers_cpu,
 )
 from tests.helpers.speakers import funasr_sentence_info
 from workers.models.synthetic.voices import HIGH, LOW, Voice, conversation, speak
@@ -388,19 +387,6 @@ LONG_AUDIO = conversation([(LOW, 3.0), (HIGH, 3.0)] * 5, 2.0, seed=4)
 QUIET_CPU_S = 0.25  # the workers' CPU in the second after the place is back: idle
 
 
-def _metric(server: Gateway, name: str, **labels: str) -> float:
-    text = httpx.get(server.http + "/metrics", timeout=10).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
-def _workers_cpu(server: Gateway) -> float:
-    return sum(cpu_seconds(pid) for pid in procfs_workers(server.pid))
-
-
 def _upload(path: str, **fields: str) -> httpx.Request:
     files = {"file": ("long.wav", wav(LONG_AUDIO), "audio/wav")}
     return httpx.Request("POST", "http://127.0.0.1" + path, files=files, data=fields)
@@ -423,40 +409,40 @@ def _upload(path: str, **fields: str) -> httpx.Request:
 def test_a_client_reset_after_its_upload_stops_the_work_and_frees_the_place(
     server: Gateway, path: str, fields: dict[str, str]
 ) -> None:
-    gone_before = _metric(server, "asr_transcriptions_total", status="499")
-    cpu_before = _workers_cpu(server)
+    gone_before = metric(server, "asr_transcriptions_total", status="499")
+    cpu_before = workers_cpu(server)
     reset_at = time.monotonic()
     send_then_reset(server.port, _upload(path, **fields), hold_s=1.0)
     # The place is given back at once.
     deadline = time.monotonic() + 5.0
-    while _metric(server, "asr_transcriptions_active") > 0:
+    while metric(server, "asr_transcriptions_active") > 0:
         assert time.monotonic() < deadline, "the place is still held"
         time.sleep(0.05)
     freed_after = time.monotonic() - reset_at
     # The workers were at work, and stop: a step begun may end, no new one starts.
-    spent = _workers_cpu(server) - cpu_before
+    spent = workers_cpu(server) - cpu_before
     assert spent > 0.1, "the work never started: nothing to stop"
     time.sleep(0.3)
-    quiet_from = _workers_cpu(server)
+    quiet_from = workers_cpu(server)
     time.sleep(1.0)
-    assert _workers_cpu(server) - quiet_from < QUIET_CPU_S
+    assert workers_cpu(server) - quiet_from < QUIET_CPU_S
     assert freed_after < 3.0
     # Counted as a client gone, unless the answer had begun (a stream is counted 200 once
     # its events start: the VAD's cuts come first, then the decodes stream).
-    gone = _metric(server, "asr_transcriptions_total", status="499") - gone_before
+    gone = metric(server, "asr_transcriptions_total", status="499") - gone_before
     assert gone == (0 if fields.get("stream") == "true" else 1)
 
 
 def test_a_client_reset_mid_upload_is_a_counted_400_and_frees_the_place(server: Gateway) -> None:
-    disconnected = _metric(server, "asr_transcription_refusals_total", reason="disconnected")
+    disconnected = metric(server, "asr_transcription_refusals_total", reason="disconnected")
     request = _upload("/v1/transcribe", speakers="true")
     half = len(request.read()) // 2
     send_then_reset(server.port, request, hold_s=0.5, body_bytes=half)
     deadline = time.monotonic() + 5.0
-    while _metric(server, "asr_transcriptions_active") > 0:
+    while metric(server, "asr_transcriptions_active") > 0:
         assert time.monotonic() < deadline, "the place is still held"
         time.sleep(0.05)
-    while _metric(server, "asr_transcription_refusals_total", reason="disconnected") == (
+    while metric(server, "asr_transcription_refusals_total", reason="disconnected") == (
         disconnected
     ):
         assert time.monotonic() < deadline, "the disconnect was not counted"

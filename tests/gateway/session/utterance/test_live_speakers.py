@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gateway.funasr.config import SessionConfig
+from gateway.funasr.known_speakers import KnownSpeaker
 from gateway.funasr.results import Label
 from gateway.funasr.two_pass_frames import SentenceText, ShownPartials
 from gateway.session.utterance import utterance_for
@@ -37,7 +38,11 @@ def windows(centre: np.ndarray, count: int, seed: int) -> tuple[tuple[float, ...
 
 
 def sentence_frames(
-    tracker: SpeakerTracker, number: int, embeddings: tuple[tuple[float, ...], ...], last: bool
+    tracker: SpeakerTracker,
+    number: int,
+    embeddings: tuple[tuple[float, ...], ...],
+    last: bool,
+    known: tuple[KnownSpeaker, ...] = (),
 ) -> list[dict[str, Any]]:
     frames = SentenceText(
         ShownPartials(),
@@ -47,6 +52,7 @@ def sentence_frames(
         offset_ms=0,
         text_is_delta=True,
         speakers=tracker,
+        known=known,
     )
     frames.push(StreamResult(1, 0, Decoded(f"sentence {number}"), is_final=True), 0)
     frames.push(StreamResult(2, 0, Decoded(window_embeddings=embeddings), is_final=True), 0)
@@ -110,8 +116,11 @@ def test_2pass_with_spk_embeds_each_sentence_beside_its_offline_pass() -> None:
         assert audio_of(actions, whole) == audio_of(actions, windows_of)
     options = [a.options for a in actions if isinstance(a, OpenStream) and a.stream in speaker]
     assert all(o.window_embeddings for o in options)
-    for stream, asked in zip(speaker, options, strict=True):  # all of the audio, one region
-        assert asked.speech_regions == ((0, len(audio_of(actions, stream)) // 32),)
+    for stream, asked in zip(speaker, options, strict=True):  # its speech, one region
+        ((start, end),) = asked.speech_regions
+        assert 0 <= start < end == len(audio_of(actions, stream)) // 32
+    # The second sentence's audio starts a pre-roll before its speech: the windows do not.
+    assert options[1].speech_regions[0][0] == SPEAKERS.endpoint.preroll_ms
     relays = [a for a in actions if isinstance(a, RelayResults) and len(a.streams) == 2]
     assert [r.streams for r in relays] == list(zip(offline, speaker, strict=True))
 
@@ -121,3 +130,16 @@ def test_spk_in_online_mode_or_without_a_speaker_model_is_refused() -> None:
         utterance_for(replace(CONFIG, mode="online"), SPEAKERS, vad=False)
     with pytest.raises(ProtocolError, match="no speaker model"):
         utterance_for(CONFIG, SETTINGS, vad=False)
+
+
+def test_a_known_speakers_voice_names_its_id_and_another_voice_stays_unnamed() -> None:
+    """The server's set (ASR_SPEAKERS): an id whose centre sounds like a known voiceprint
+    gets its name on the frame and its sentences; the other voice's none."""
+    tracker = SpeakerTracker()
+    a, b = voice(5), voice(6)
+    alice = KnownSpeaker("alice", tuple(float(v) for v in a))
+    said = [
+        sentence_frames(tracker, n, windows(c, 6, n), last=n == 3, known=(alice,))[-1]
+        for n, c in enumerate([a, b, a], start=1)
+    ]
+    assert [f.get("spk_name") for f in said] == ["alice", None, "alice"]
