@@ -309,5 +309,7 @@ class EngineSpec:
     threads: int = 1
     stream_idle_timeout_s: float = 300.0
     precision: Precision = "fp32"  # paraformer-onnx's graphs
+    # ONNX Runtime on a CPU: weights mapped from one file the workers share (mapped_copy).
+    mapped_weights: bool = True
     punc_model_dir: str | None = None  # paraformer-offline: punctuate with this CT-Transformer
     redecode_window_s: float = 8.0  # a re-decoding streaming engine's window (SenseVoice)

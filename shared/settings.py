@@ -144,6 +144,7 @@ class PoolSettings:
     # instead of its kind's engine; None: the kind's.
     engine: str | None = None
     onnx_precision: Precision = setting(table.ONNX_PRECISION)
+    onnx_mapped_weights: bool = setting(table.ONNX_MAPPED_WEIGHTS)
     # When a worker may hold a step open for more streams' chunks, when it has fewer than
     # max_batch (workers.worker.batching): more waiting means bigger batches, at the cost
     # of latency. "wait": up to batch_wait_s.

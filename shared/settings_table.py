@@ -398,6 +398,15 @@ ONNX_PRECISION = Setting(
     " calibrated at export: smaller, faster on CPUs, close to fp32, batch-invariant; refused"
     " on GPUs, where onnxruntime's CUDA provider cannot run its QLinearMatMul)",
 )
+ONNX_MAPPED_WEIGHTS = Setting(
+    "ASR_ONNX_MAPPED_WEIGHTS",
+    FLAG,
+    True,
+    "ONNX Runtime workers on CPUs map their graphs' weights, prepacked, from one file beside"
+    " the export (`mapped/`, made by the first worker to start): every worker of a model"
+    " shares one copy through the page cache, at the same speed; `0`: each holds its own (a"
+    " read-only model directory falls back to that by itself)",
+)
 BATCH_HOLD = Setting(
     "ASR_BATCH_HOLD",
     Choice(BATCH_HOLDS),
@@ -629,4 +638,5 @@ PER_MODEL: tuple[Setting[Any], ...] = (
 # Every setting, in the settings page's order: the order above.
 SETTINGS: tuple[Setting[Any], ...] = tuple(
     value for value in dict(globals()).values() if isinstance(value, Setting)
+    ONNX_MAPPED_WEIGHTS,
 )

@@ -195,6 +195,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_RUNTIME": ("onnx", lambda s: s.pool.runtime, "onnx"),
     "ASR_ENGINE": ("pkg.engines:Mine", lambda s: s.pool.engine, "pkg.engines:Mine"),
     "ASR_ONNX_PRECISION": ("int8", lambda s: s.pool.onnx_precision, "int8"),
+    "ASR_ONNX_MAPPED_WEIGHTS": ("0", lambda s: s.pool.onnx_mapped_weights, False),
     "ASR_BATCH_HOLD": ("due", lambda s: s.pool.batch_hold, "due"),
     "ASR_BATCH_WAIT_MS": ("5", lambda s: s.pool.batch_wait_s, 0.005),
     "ASR_CHUNK_DEADLINE_MS": ("250", lambda s: s.pool.chunk_deadline_s, 0.25),

@@ -55,6 +55,7 @@ async def prepare(settings: PoolSettings) -> tuple[ResolvedModel, list[EngineSpe
             threads=settings.threads_per_worker,
             stream_idle_timeout_s=settings.stream_idle_timeout_s,
             precision=settings.onnx_precision,
+            mapped_weights=settings.onnx_mapped_weights,
             punc_model_dir=punc_model_dir,
             redecode_window_s=settings.redecode_window_s,
         )

@@ -43,6 +43,7 @@ from shared.messages import (
 )
 from workers.engines import EngineLoader, load_engine
 from workers.engines.base import ChunkItem, Engine
+from workers.engines.runtime.onnx_session import use_mapped_weights
 from workers.engines.runtime.placement import provider_in_use
 from workers.ipc.channel import Channel, QueueChannel, ShmChannel
 from workers.ipc.devices import enter_environment, local_device
@@ -116,6 +117,7 @@ def worker_main(launch: WorkerLaunch, load: EngineLoader = load_engine) -> None:
 def _load(load: EngineLoader, spec: EngineSpec) -> Engine:
     """The engine, loaded on the device this process sees; a GPU's warmed up."""
     device = local_device(spec.device)
+    use_mapped_weights(spec.mapped_weights)
     engine = load(replace(spec, device=device))
     if device != "cpu":
         warm_up(engine)

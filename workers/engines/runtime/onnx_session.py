@@ -19,6 +19,11 @@ chunk's tokens, an utterance's frames):
   extension and never gives it back;
 - ``use_tf32=0``: TF32 matmuls change the text, and fp32 on the GPU is promised equal to
   PyTorch's on the CPU.
+
+On a CPU, a graph given as a file is opened through its mapped copy
+(``workers.engines.runtime.mapped_copy``): its weights, prepacked, mapped from one file that
+every worker of the model shares, unless the worker was started with ``mapped_weights`` off
+(``ASR_ONNX_MAPPED_WEIGHTS=0``; the worker says so with :func:`use_mapped_weights`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from workers.engines.runtime.mapped_copy import mapped_copy
 from workers.engines.runtime.placement import record_provider
 
 CUDA = "CUDAExecutionProvider"
@@ -39,6 +45,15 @@ CUDA_OPTIONS = {
     "use_tf32": "0",
 }
 CUDA_PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"
+
+_mapped_weights = True  # this process's: ASR_ONNX_MAPPED_WEIGHTS, as its EngineSpec said
+
+
+def use_mapped_weights(mapped: bool) -> None:
+    """Whether this worker's CPU sessions open their graphs' mapped copies (the worker
+    says so once, from its ``EngineSpec``, before its engine loads)."""
+    global _mapped_weights
+    _mapped_weights = mapped
 
 
 class GpuUnavailable(RuntimeError):
@@ -65,6 +80,8 @@ def open_session(model: Path | bytes, device: str, threads: int) -> Any:
     options.enable_cpu_mem_arena = False
     source = str(model) if isinstance(model, Path) else model
     if not device.startswith("cuda"):
+        if isinstance(model, Path) and _mapped_weights:
+            source = str(mapped_copy(model))
         session = ort.InferenceSession(source, options, providers=[CPU])
         record_provider(CPU)
         return session
