@@ -141,3 +141,15 @@ def workers(pid: int) -> list[int]:
         except ProcessLookupError:
             pass
     return found
+
+
+def memory_mib(pid: Pid) -> tuple[float, float]:
+    """RSS and PSS in MiB (``smaps_rollup``): PSS charges each shared page to the processes
+    that map it in equal parts, so the PSS of a gateway and its workers add up to what
+    they hold together, where their RSS count each shared page once per process."""
+    fields: dict[str, int] = {}
+    for line in _read(pid, "smaps_rollup").splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("Rss", "Pss"):
+            fields[name] = int(rest.split()[0])
+    return fields["Rss"] / 1024, fields["Pss"] / 1024

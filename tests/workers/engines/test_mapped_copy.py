@@ -140,3 +140,14 @@ def test_the_key_follows_the_machine(tmp_path: Path, monkeypatch: pytest.MonkeyP
     elsewhere = mapped_copy(source)
     assert elsewhere != here
     assert elsewhere.is_file()
+
+
+def test_a_maker_that_fails_leaves_nothing_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = tmp_path / "encoder.onnx"
+    source.write_bytes(b"not a graph")
+    with caplog.at_level(logging.WARNING, logger=mapped_copy_module.__name__):
+        assert mapped_copy(source) == source
+    assert "making the copy failed" in caplog.text
+    assert [p.name for p in (tmp_path / MAPPED_DIR).iterdir()] == [".encoder.lock"]

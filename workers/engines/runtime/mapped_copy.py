@@ -12,13 +12,14 @@ original initializers they were packed from are never read (measured in BENCHMAR
 "Memory: what ONNX Runtime lets worker processes share": the large int8 encoder, 322 MiB
 PSS a process inline, 131 mapped; the same outputs bit for bit, at the same speed).
 
-The copy is made once, by the first worker to open the graph (the others wait for it on a
-lock), and kept beside the graph under ``mapped/``. Its name holds what it depends on: the
-graph's size and modification time, the onnxruntime version, and this CPU's model and
-feature flags (prepacked layouts follow the kernels MLAS picks for the CPU), so a copy made
-elsewhere is never read; copies of an older state of the same graph are removed when a new
-one is made. The graph is saved at the extended optimization level (fusions, no
-hardware-specific layouts); a session loading it still runs every level.
+The copy is made once, for the first worker to open the graph (the others wait for it on a
+lock), by a short-lived process of its own, and kept beside the graph under ``mapped/``.
+Its name holds what it depends on: the graph's size and modification time, the onnxruntime
+version, and this CPU's model and feature flags (prepacked layouts follow the kernels MLAS
+picks for the CPU), so a copy made elsewhere is never read; copies of an older state of
+the same graph are removed when a new one is made. The graph is saved at the extended
+optimization level (fusions, no hardware-specific layouts); a session loading it still
+runs every level.
 
 Where no copy can be made (a read-only model directory, a full disk), the graph is opened
 as it is, with one log line saying why: the worker holds its own copy, as before.
@@ -31,6 +32,8 @@ import hashlib
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -88,30 +91,45 @@ def mapped_session_options(options: Any) -> Any:
 
 
 def _make(source: Path, target: Path) -> None:
-    """``target/model.onnx`` and ``target/weights.bin``, whole or not at all; what a worker
-    killed while making it left behind is removed first (the caller holds the lock)."""
-    import onnxruntime as ort
-
+    """``target/model.onnx`` and ``target/weights.bin``, whole or not at all, made in a
+    process of its own: making them loads the whole graph onto the heap, and a worker's
+    allocator would keep those pages for good. What a maker killed midway left behind is
+    removed first (the caller holds the lock)."""
     prefix = f".making-{source.stem}-"
     for leftover in target.parent.glob(f"{prefix}*"):
         shutil.rmtree(leftover, ignore_errors=True)
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=prefix))
     try:
-        options = mapped_session_options(ort.SessionOptions())
-        options.intra_op_num_threads = 1
-        options.log_severity_level = 3
-        options.optimized_model_filepath = str(scratch / GRAPH)
-        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        for name in (GRAPH, WEIGHTS):
-            if not (scratch / name).is_file():
-                # A graph with nothing large enough to map: a copy would gain nothing.
-                raise OSError(f"onnxruntime wrote no {name}")
-            with (scratch / name).open("rb") as written:
-                os.fsync(written.fileno())
+        maker = subprocess.run(
+            [sys.executable, "-m", __name__, str(source), str(scratch)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if maker.returncode != 0:
+            last = (maker.stderr.strip().splitlines() or [f"exit {maker.returncode}"])[-1]
+            raise OSError(f"making the copy failed: {last}")
         os.replace(scratch, target)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+
+
+def write_copy(source: Path, into: Path) -> None:
+    """The copy's two files in ``into``, synced to disk (the maker process's work)."""
+    import onnxruntime as ort
+
+    options = mapped_session_options(ort.SessionOptions())
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    options.optimized_model_filepath = str(into / GRAPH)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    for name in (GRAPH, WEIGHTS):
+        if not (into / name).is_file():
+            # A graph with nothing large enough to map: a copy would gain nothing.
+            raise OSError(f"onnxruntime wrote no {name}")
+        with (into / name).open("rb") as written:
+            os.fsync(written.fileno())
 
 
 def _remove_older_copies(directory: Path, stem: str, keep: str) -> None:
@@ -170,3 +188,7 @@ class _locked:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
+
+
+if __name__ == "__main__":
+    write_copy(Path(sys.argv[1]), Path(sys.argv[2]))
