@@ -72,6 +72,7 @@ def _session(path: Path, options: dict[str, str]) -> Any:
 
     settings = onnxruntime.SessionOptions()
     settings.intra_op_num_threads = settings.inter_op_num_threads = 1
+    settings.enable_cpu_mem_arena = False  # as the workers' sessions (onnx_session)
     for key, value in options.items():
         settings.add_session_config_entry(key, value)
     return onnxruntime.InferenceSession(str(path), settings, providers=["CPUExecutionProvider"])
