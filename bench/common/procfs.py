@@ -1,4 +1,4 @@
-"""A process as Linux's /proc shows it: its memory (VmRSS, and its peak VmHWM), CPU
+"""A process as Linux's /proc shows it: its memory (VmRSS, and its peak VmHWM; PSS), CPU
 seconds, descriptors, threads, state, parent and children.
 
 Every function takes a pid, or ``"self"``, and raises ``ProcessLookupError`` for a process
@@ -51,6 +51,20 @@ def peak_rss_kib(pid: Pid = "self") -> int:
 
 def peak_rss_mib(pid: Pid = "self") -> float:
     return peak_rss_kib(pid) / 1024
+
+
+def pss_kib(pid: Pid = "self") -> int:
+    """The proportional set size (``/proc/PID/smaps_rollup``): each resident page divided
+    among the processes that map it, so that a family's PSS adds up to what it holds
+    together, where its RSS counts every shared page once per process."""
+    for line in _read(pid, "smaps_rollup").splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise ProcessLookupError(f"process {pid} has no Pss: a zombie or a kernel thread")
+
+
+def pss_mib(pid: Pid = "self") -> float:
+    return pss_kib(pid) / 1024
 
 
 def reset_peak_rss(pid: Pid) -> None:
@@ -141,15 +155,3 @@ def workers(pid: int) -> list[int]:
         except ProcessLookupError:
             pass
     return found
-
-
-def memory_mib(pid: Pid) -> tuple[float, float]:
-    """RSS and PSS in MiB (``smaps_rollup``): PSS charges each shared page to the processes
-    that map it in equal parts, so the PSS of a gateway and its workers add up to what
-    they hold together, where their RSS count each shared page once per process."""
-    fields: dict[str, int] = {}
-    for line in _read(pid, "smaps_rollup").splitlines():
-        name, _, rest = line.partition(":")
-        if name in ("Rss", "Pss"):
-            fields[name] = int(rest.split()[0])
-    return fields["Rss"] / 1024, fields["Pss"] / 1024

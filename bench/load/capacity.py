@@ -18,7 +18,9 @@
    arrival pattern stops after two levels over the bar. Then one more point at 75 % of the
    capacity, and the workers' resident memory.
 
-Every point is one ``bench.load.ws_load`` run; its JSON is kept in ``--out``.
+Every point is one ``bench.load.ws_load`` run; its JSON is kept in ``--out``. With
+``--protocol sherpa`` and ``--url``, the same sweep measures sherpa-onnx's online WebSocket
+server (``bench.peers.sherpa_onnx`` runs it beside ours).
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class Report:
 def load_point(
     url: str, streams: int, args: argparse.Namespace, arrivals: str, fast: bool
 ) -> LoadPoint:
-    argv = ["--url", url, "--mode", args.mode, "--streams", str(streams)]
+    argv = ["--url", url, "--protocol", args.protocol, "--mode", args.mode]
+    argv += ["--streams", str(streams)]
     argv += ["--seconds", str(args.seconds), "--ramp", str(args.ramp), "--quiet"]
     argv += ["--arrivals", arrivals] + (["--fast"] if fast else [])
     summary, records = ws_load.run(ws_load.parse_args(argv))
@@ -214,7 +217,7 @@ def markdown(report: Report, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load.capacity",
         description=__doc__,
@@ -223,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--env", default="", help="the gateway's ASR_* variables, ';'-separated")
     parser.add_argument("--url", help="measure a server already running instead")
+    parser.add_argument(
+        "--protocol",
+        choices=["funasr", "sherpa"],
+        default="funasr",
+        help="the server's: sherpa-onnx's with --url only",
+    )
     parser.add_argument(
         "--checkout", type=Path, help="serve from this tree (git worktree add DIR COMMIT)"
     )
@@ -239,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--final-bar-ms", type=float)
     parser.add_argument("--out", type=Path, default=Path("bench/results/capacity"))
     args = parser.parse_args(argv)
+    if args.protocol == "sherpa" and args.url is None:
+        parser.error("--protocol sherpa measures a server already running: give its --url")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     started = time.time()
     report = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -44,9 +44,9 @@ def measure(env: dict[str, str], streams: int, seconds: float) -> list[Held]:
         summary, _ = ws_load.run(load_args)
         if summary.errors:
             raise SystemExit(f"{summary.errors} streams failed: the figures would not hold")
-        held = [Held("gateway", *procfs.memory_mib(gateway.pid))]
+        held = [Held("gateway", procfs.rss_mib(gateway.pid), procfs.pss_mib(gateway.pid))]
         held += [
-            Held(f"worker {n}", *procfs.memory_mib(pid))
+            Held(f"worker {n}", procfs.rss_mib(pid), procfs.pss_mib(pid))
             for n, pid in enumerate(procfs.workers(gateway.pid))
         ]
         return held

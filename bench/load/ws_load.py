@@ -21,6 +21,10 @@ With ``--verify``, each sentence's last partial (the checksum engine's running v
 that sentence's streaming pass) must be the checksum of the next bytes sent, in order, and
 the sentences together must be every byte: the audio was partitioned exactly.
 
+``--protocol sherpa`` drives sherpa-onnx's online WebSocket server instead, the same audio
+paced the same way (``bench.load.sherpa_stream`` says what differs in the measure); online
+only, nothing to verify.
+
     python -m bench.load.ws_load --url ws://127.0.0.1:10095/ --streams 50 --seconds 20
 """
 
@@ -40,6 +44,7 @@ import numpy as np
 from bench.common.audio import load_audio
 from bench.common.report import header
 from bench.common.stats import Distribution, distribution
+from bench.load.sherpa_stream import run_sherpa_stream
 from bench.load.ws_stream import SAMPLE_RATE, StreamRecord, run_stream
 from shared.gc_tuning import latency_tuned_gc
 
@@ -72,6 +77,7 @@ async def run_load(args: argparse.Namespace) -> list[StreamRecord]:
         load_audio(args.wav, args.seconds, seed, pauses) for seed in range(min(args.streams, 8))
     ]
     progress = Progress(args.streams, quiet=args.quiet)
+    stream = run_sherpa_stream if args.protocol == "sherpa" else run_stream
 
     # Uniform phases: stream i starts at i/N of the ramp (with a ramp of one chunk, every
     # phase of the chunk is taken once). Random: each start is drawn uniformly over the
@@ -83,7 +89,7 @@ async def run_load(args: argparse.Namespace) -> list[StreamRecord]:
 
     async def one(i: int) -> None:
         await asyncio.sleep(starts[i])
-        await run_stream(i, args, audios[i % len(audios)], records[i])
+        await stream(i, args, audios[i % len(audios)], records[i])
         progress.done(records[i])
 
     longest = max(len(a) for a in audios) / SAMPLE_RATE
@@ -189,6 +195,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--url", default="ws://127.0.0.1:10095/")
+    parser.add_argument(
+        "--protocol",
+        choices=["funasr", "sherpa"],
+        default="funasr",
+        help="FunASR's (ours), or sherpa-onnx's online WebSocket server's",
+    )
     parser.add_argument("--mode", choices=["online", "2pass"], default="online")
     parser.add_argument("--streams", type=int, default=10)
     parser.add_argument("--wav", type=Path, help="16 kHz mono int16 WAV (default: synthetic)")
@@ -209,7 +221,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--api-key")
     parser.add_argument("--json", type=Path, help="write the summary and per-stream records")
     parser.add_argument("--quiet", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.protocol == "sherpa" and (args.mode != "online" or args.verify or args.api_key):
+        parser.error("--protocol sherpa: online only, without --verify or --api-key")
+    return args
 
 
 def run(args: argparse.Namespace) -> tuple[LoadSummary, list[StreamRecord]]:
