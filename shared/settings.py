@@ -156,6 +156,9 @@ class PoolSettings:
     model_cache_dir: str = setting(table.MODEL_CACHE)
     # Unix nice of the pool's workers: ASR_OFFLINE_NICE, the offline pool's (models_file).
     worker_nice: int = setting(table.OFFLINE_NICE)
+    # Of a niced pool's workers, how many stay at nice 0 for urgent streams (at most all
+    # but one: workers.pool.seats.urgent_seats).
+    urgent_workers: int = setting(table.OFFLINE_URGENT_WORKERS)
 
     def __post_init__(self) -> None:
         check_fields(self)

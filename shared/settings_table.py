@@ -518,7 +518,15 @@ OFFLINE_NICE = Setting(
     0,
     "how much lower the offline pool's workers run than the others (Unix nice; 10: a"
     " sentence's decode yields the cores to streaming chunks, and its 2pass-offline result"
-    " and the final come later; docs/workers.md)",
+    " comes later), but for `ASR_OFFLINE_URGENT_WORKERS` (docs/workers.md)",
+)
+OFFLINE_URGENT_WORKERS = Setting(
+    "ASR_OFFLINE_URGENT_WORKERS",
+    AT_LEAST_0,
+    1,
+    "with `ASR_OFFLINE_NICE`, how many of the offline pool's workers stay at nice 0 to"
+    " decode each 2pass utterance's last sentence, whose result is the final (at most all"
+    " but one; the others decode the earlier sentences, offline-mode utterances and files)",
 )
 VAD_MODEL = Setting(
     "ASR_VAD_MODEL",
@@ -630,6 +638,7 @@ PER_MODEL: tuple[Setting[Any], ...] = (
     RUNTIME,
     ENGINE,
     ONNX_PRECISION,
+    ONNX_MAPPED_WEIGHTS,
     BATCH_HOLD,
     BATCH_WAIT_MS,
     CHUNK_DEADLINE_MS,
@@ -638,5 +647,4 @@ PER_MODEL: tuple[Setting[Any], ...] = (
 # Every setting, in the settings page's order: the order above.
 SETTINGS: tuple[Setting[Any], ...] = tuple(
     value for value in dict(globals()).values() if isinstance(value, Setting)
-    ONNX_MAPPED_WEIGHTS,
 )

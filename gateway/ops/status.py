@@ -125,4 +125,6 @@ def _worker_json(worker: WorkerStatus) -> dict[str, object]:
         "engine_streams": worker.engine_streams,
         "restarts": worker.restarts,
         "gpu_memory_bytes": worker.gpu_memory_bytes,
+        "nice": worker.nice,
+        "urgent": worker.urgent,
     }

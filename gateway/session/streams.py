@@ -171,8 +171,8 @@ class SessionStreams:
         """One action; a question's answer is the utterance's next actions."""
         bound = self._bound
         match action:
-            case OpenStream(stream=ref, options=options):
-                stream = self._pools[ref.pool].open_stream(options)
+            case OpenStream(stream=ref, options=options, urgency=urgency):
+                stream = self._pools[ref.pool].open_stream(options, urgency)
                 self._open.add(stream)
                 bound[ref] = stream
             case RelayResults(streams=refs, frames=frames, last=last):

@@ -220,6 +220,7 @@ EXAMPLES: dict[str, tuple[str, Read, object]] = {
     "ASR_OFFLINE_RUNTIME": ("onnx", lambda s: _offline(s).runtime, "onnx"),
     "ASR_OFFLINE_ENGINE": ("paraformer-onnx", lambda s: _offline(s).runtime, "onnx"),
     "ASR_OFFLINE_NICE": ("5", lambda s: _offline(s).worker_nice, 5),
+    "ASR_OFFLINE_URGENT_WORKERS": ("2", lambda s: _offline(s).urgent_workers, 2),
     "ASR_VAD_MODEL": ("fsmn-vad", lambda s: _vad(s).model, "fsmn-vad"),
     "ASR_VAD_DEVICES": ("cuda:0", lambda s: _vad(s).devices, ("cuda:0",)),
     "ASR_VAD_RUNTIME": ("onnx", lambda s: _vad(s).runtime, "onnx"),

@@ -9,15 +9,18 @@ import anyio
 
 from shared.errors import StreamClosedError
 from shared.messages import Decoded, StreamOptions, StreamResult
+from workers.pool import Urgency
 
 
 class FakeStream:
     """A pool stream that gives the results it is handed (``give``)."""
 
-    worker_index = 0
-
-    def __init__(self, stream_id: int = 0, capacity: int = 16) -> None:
+    def __init__(
+        self, stream_id: int = 0, capacity: int = 16, urgency: Urgency = Urgency.BACKGROUND
+    ) -> None:
         self.stream_id = stream_id
+        self.urgency = urgency  # the class it was opened with
+        self.worker_index = 0
         self._in, self._out = anyio.create_memory_object_stream[StreamResult](capacity)
         self.finished = False
         self.closed = False
@@ -73,8 +76,10 @@ class FakePool:
     def __init__(self) -> None:
         self.streams: list[FakeStream] = []
 
-    def open_stream(self, options: StreamOptions | None = None) -> FakeStream:
-        self.streams.append(FakeStream())
+    def open_stream(
+        self, options: StreamOptions | None = None, urgency: Urgency = Urgency.BACKGROUND
+    ) -> FakeStream:
+        self.streams.append(FakeStream(urgency=urgency))
         return self.streams[-1]
 
 

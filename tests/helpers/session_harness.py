@@ -38,7 +38,7 @@ from shared.messages import StreamOptions
 from shared.settings import PoolSettings
 from tests.helpers.fake_pool import FakeStream
 from tests.helpers.timing import within
-from workers.pool import WorkerPool
+from workers.pool import Urgency, WorkerPool
 
 Endpoint = Callable[[Serving | None, WebSocket, GatewayMetrics], Awaitable[None]]
 
@@ -87,7 +87,9 @@ class EchoPool:
     engine: str = "echo"
     streams: list[EchoStream] = field(default_factory=list)
 
-    def open_stream(self, options: StreamOptions | None = None) -> EchoStream:
+    def open_stream(
+        self, options: StreamOptions | None = None, urgency: Urgency = Urgency.BACKGROUND
+    ) -> EchoStream:
         stream = EchoStream(len(self.streams), options or StreamOptions())
         self.streams.append(stream)
         return stream

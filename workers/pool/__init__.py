@@ -4,7 +4,7 @@
 """
 
 from workers.pool.pool import ResultObserver, WorkerPool
-from workers.pool.seats import WorkerStatus
+from workers.pool.seats import Urgency, WorkerStatus
 from workers.pool.stream import Audio, AudioStream
 
-__all__ = ["Audio", "AudioStream", "ResultObserver", "WorkerPool", "WorkerStatus"]
+__all__ = ["Audio", "AudioStream", "ResultObserver", "Urgency", "WorkerPool", "WorkerStatus"]

@@ -73,9 +73,12 @@ class WorkerHandle:
         spec: EngineSpec,
         settings: PoolSettings,
         engine_loader: EngineLoader = load_engine,
+        *,
+        nice: int = 0,
     ) -> None:
         self.index = index
         self.spec = spec
+        self.nice = nice  # how much lower than the gateway it runs (Unix nice)
         self._engine_loader = engine_loader
         self.state = WorkerState.STARTING
         self.streams: dict[int, StreamSink] = {}
@@ -153,7 +156,7 @@ class WorkerHandle:
                 channel,
                 results_child,
                 policy,
-                self._settings.worker_nice,
+                self.nice,
                 environment,
             )
             doing = "spawning its process"

@@ -14,7 +14,6 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 
@@ -22,9 +21,10 @@ import anyio
 import anyio.abc
 
 from shared.engines import EngineCapabilities, EngineName
-from shared.errors import OverCapacityError, ShuttingDownError, WorkerError
+from shared.errors import ShuttingDownError, WorkerError
 from shared.messages import (
     Decoded,
+    EngineSpec,
     SlotsFreed,
     StreamExpired,
     StreamFailed,
@@ -38,22 +38,24 @@ from workers.engines import EngineLoader, load_engine
 from workers.models.resolve import ResolvedModel
 from workers.pool.handle import KILL_GRACE_S, WorkerHandle, WorkerState
 from workers.pool.prepare import prepare
-from workers.pool.seats import Seat, WorkerStatus, release_all, seats_health, start_all
+from workers.pool.seats import (
+    Seat,
+    Urgency,
+    WorkerStatus,
+    choose_seat,
+    release_all,
+    seat_nice,
+    seats_health,
+    start_all,
+    urgent_seats,
+)
 from workers.pool.stream import Audio, AudioStream, decode_whole
+from workers.pool.watchdogs import Loss, watch_for_exit, watch_for_hang
 
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
-EXIT_GRACE_S = 1.0  # from a worker's exit to giving up on the EOF of its results pipe
 ResultObserver = Callable[[int, StreamResult], None]
-
-
-@dataclass(frozen=True, slots=True)
-class _Loss:
-    """Why the pool gave up a worker that had not simply exited."""
-
-    cause: str  # completes "worker N (pid P) ..."
-    error: BaseException | None = None  # an unexpected error: logged with its traceback
 
 
 class WorkerPool:
@@ -127,15 +129,18 @@ class WorkerPool:
         ``supervise`` must follow in the task that will call ``aclose``."""
         settings = self.settings
         self.model, specs = await prepare(settings)
-        handles = [
-            WorkerHandle(i, spec, settings, self._engine_loader) for i, spec in enumerate(specs)
-        ]
+        handles = [self._handle(i, spec) for i, spec in enumerate(specs)]
         await start_all(handles)
         # Every worker runs the same engine on the same model: the first one speaks for all.
         assert handles[0].ready is not None
         self._capabilities = handles[0].ready.capabilities
         self._engine_name = handles[0].ready.engine
-        self._seats = [Seat(h.index, h.spec, h) for h in handles]
+        urgent = urgent_seats(settings)
+        self._seats = [Seat(h.index, h.spec, h, urgent=h.index < urgent) for h in handles]
+
+    def _handle(self, index: int, spec: EngineSpec) -> WorkerHandle:
+        nice = seat_nice(self.settings, index)
+        return WorkerHandle(index, spec, self.settings, self._engine_loader, nice=nice)
 
     async def supervise(self) -> None:
         """Keep the loaded workers served (their task group is entered in this task)."""
@@ -249,13 +254,13 @@ class WorkerPool:
             seat.failed_restarts = 0
             self._notify_state_change()
 
-    async def _serve(self, seat: Seat, handle: WorkerHandle) -> _Loss | None:
+    async def _serve(self, seat: Seat, handle: WorkerHandle) -> Loss | None:
         """Route the worker's results, write its commands and watch it for a hang, until
         its results pipe ends (or, that pipe closed under the pool, a moment after the
         worker exits). ``None`` if it simply exited; else why it was given up."""
-        losses: list[_Loss] = []
+        losses: list[Loss] = []
 
-        def lose(loss: _Loss) -> None:
+        def lose(loss: Loss) -> None:
             if not losses:
                 losses.append(loss)
             handle.kill()  # its results pipe then ends, which ends the reader
@@ -264,47 +269,26 @@ class WorkerPool:
             try:
                 await run()
             except WorkerError as exc:  # the worker's fault, said in one line
-                lose(_Loss(f"{exc.message}; it was killed"))
+                lose(Loss(f"{exc.message}; it was killed"))
             except Exception as exc:
                 kind = f"{type(exc).__name__}: {exc}"
-                lose(_Loss(f"was killed: {what} raised {kind}", exc))
+                lose(Loss(f"was killed: {what} raised {kind}", exc))
 
         async with anyio.create_task_group() as group:
-            group.start_soon(guarded, partial(self._watch_for_hang, handle, lose), "the watchdog")
+            group.start_soon(
+                guarded, partial(watch_for_hang, handle, self.settings, lose), "the watchdog"
+            )
             group.start_soon(guarded, handle.flush_commands, "writing its commands")
-            group.start_soon(_watch_for_exit, handle, lose, group.cancel_scope)
+            group.start_soon(watch_for_exit, handle, lose, group.cancel_scope)
             await guarded(partial(handle.read_messages, self._route), "routing its results")
             group.cancel_scope.cancel()
         return losses[0] if losses else None
-
-    async def _watch_for_hang(self, handle: WorkerHandle, lose: Callable[[_Loss], None]) -> None:
-        """Kill the worker if it owes results and has sent none for its hang timeout: the
-        step timeout, plus real time for the audio it owes (``PoolSettings.hang_timeout_s``).
-
-        A hung worker (a stuck kernel, a deadlock in native code) would otherwise hold its
-        sessions forever; killed, it fails them with 1011 and is replaced like a crash.
-        """
-        settings = self.settings
-        while True:
-            await anyio.sleep(min(1.0, settings.step_timeout_s / 4))
-            owed_s = handle.owed.owed_audio_seconds
-            timeout = settings.hang_timeout_s(owed_s)
-            if handle.owed.seconds_without_progress() > timeout:
-                lose(
-                    _Loss(
-                        f"sent no result for {timeout:.3g} s and was killed"
-                        f" (ASR_WORKER_STEP_TIMEOUT {settings.step_timeout_s:g} s + {owed_s:.3g}"
-                        " s of audio owed x ASR_WORKER_STEP_SECONDS_PER_AUDIO_SECOND"
-                        f" {settings.step_seconds_per_audio_second:g})"
-                    )
-                )
-                return
 
     async def _replace(self, seat: Seat) -> WorkerHandle | None:
         for attempt in itertools.count():
             if self._stopping:
                 return None
-            handle = WorkerHandle(seat.index, seat.spec, self.settings, self._engine_loader)
+            handle = self._handle(seat.index, seat.spec)
             seat.handle = handle  # visible as "starting" in status() meanwhile
             try:
                 await handle.start()
@@ -373,17 +357,17 @@ class WorkerPool:
             return self._engine_name
         return self._seats[0].spec.engine if self._seats else None
 
-    def open_stream(self, options: StreamOptions | None = None) -> AudioStream:
-        """Bind a new stream to the ready worker with the fewest active streams.
+    def open_stream(
+        self, options: StreamOptions | None = None, urgency: Urgency = Urgency.BACKGROUND
+    ) -> AudioStream:
+        """Bind a new stream to the ready worker with the fewest active streams (of those
+        that serve its ``urgency``, in a niced pool: ``seats.choose_seat``).
 
         Use as ``async with pool.open_stream() as stream``; the stream stays on that worker.
         """
         if self._stopping or self._task_group is None:
             raise ShuttingDownError("the worker pool is not running")
-        ready = [s for s in self._seats if s.handle.state is WorkerState.READY]
-        if not ready:
-            raise OverCapacityError("no worker is ready (all are starting or restarting)")
-        seat = min(ready, key=lambda s: (len(s.handle.streams), s.assigned))
+        seat = choose_seat(self._seats, urgency)
         seat.assigned += 1
         stream = AudioStream(
             next(self._stream_ids) & 0xFFFFFFFF, seat.handle, self.settings.stream_window
@@ -391,14 +375,24 @@ class WorkerPool:
         seat.handle.open_stream(stream.stream_id, options or StreamOptions(), stream)
         return stream
 
-    async def transcribe(self, audio: Audio, options: StreamOptions | None = None) -> str:
+    async def transcribe(
+        self,
+        audio: Audio,
+        options: StreamOptions | None = None,
+        urgency: Urgency = Urgency.BACKGROUND,
+    ) -> str:
         """Decode a whole utterance and return its text."""
-        return (await self.decode(audio, options)).text
+        return (await self.decode(audio, options, urgency)).text
 
-    async def decode(self, audio: Audio, options: StreamOptions | None = None) -> Decoded:
+    async def decode(
+        self,
+        audio: Audio,
+        options: StreamOptions | None = None,
+        urgency: Urgency = Urgency.BACKGROUND,
+    ) -> Decoded:
         """Decode a whole utterance: its text, and what else the model says of it (token
         times, sentences, tags, speakers), as its last result carries it."""
-        async with self.open_stream(options) as stream:
+        async with self.open_stream(options, urgency) as stream:
             return await decode_whole(stream, audio, text_is_delta=self.text_is_delta)
 
     # -- status ---------------------------------------------------------------------
@@ -430,21 +424,3 @@ class WorkerPool:
         if self._task_group is None:
             return "the worker pool has not been started"
         return seats_health(self._seats, self.settings.unhealthy_after_s)
-
-
-async def _watch_for_exit(
-    handle: WorkerHandle, lose: Callable[[_Loss], None], reading: anyio.CancelScope
-) -> None:
-    """End the reading of a worker that has exited if its results pipe has not read EOF
-    within ``EXIT_GRACE_S``: the parent's end closed or replaced under it never will, and
-    the seat would wait on it forever, its streams with it. (A pipe that still holds the
-    worker's last results is read whole, EOF included, the moment it is readable.)"""
-    exit_code = await handle.wait_exited()
-    await anyio.sleep(EXIT_GRACE_S)
-    lose(
-        _Loss(
-            f"died (exit code {exit_code}) and its results pipe never read the end:"
-            " it was closed under the pool"
-        )
-    )
-    reading.cancel()

@@ -1,9 +1,11 @@
 """The pool's seats: one per worker place, one device each, and whichever worker process
-holds it now; what each reports (``WorkerStatus``), and whether they serve (``seats_health``);
-the pool's workers started together (``start_all``) and let go of (``release_all``)."""
+holds it now; which seat a new stream goes to (``choose_seat``, by its ``Urgency``); what
+each reports (``WorkerStatus``), and whether they serve (``seats_health``); the pool's
+workers started together (``start_all``) and let go of (``release_all``)."""
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,9 +13,25 @@ from dataclasses import dataclass
 import anyio
 
 from shared.engines import EngineName
-from shared.errors import WorkerLoadError
+from shared.errors import OverCapacityError, WorkerLoadError
 from shared.messages import EngineSpec
+from shared.settings import PoolSettings
 from workers.pool.handle import WorkerHandle, WorkerState
+
+
+class Urgency(enum.Enum):
+    """Which class of work a stream is, in a pool whose workers run niced
+    (``PoolSettings.worker_nice``, ASR_OFFLINE_NICE) with some seats kept at nice 0
+    (``urgent_seats``). Elsewhere every seat takes either."""
+
+    # Someone waits for it now: a 2pass utterance's last sentence, whose result is the
+    # final after the end of input. Served by a nice-0 seat, at the streaming workers'
+    # priority.
+    URGENT = "urgent"
+    # The rest: a 2pass sentence before the last (its 2pass-offline result mid-stream),
+    # offline-mode utterances, files. Served by the niced seats, behind every stream's
+    # chunks.
+    BACKGROUND = "background"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +49,8 @@ class WorkerStatus:
     # What its models really run on, as the worker said (None: not said, or not ready).
     provider: str | None = None
     gpu_memory_bytes: int | None = None  # its own figure (workers.worker.gpu_memory)
+    nice: int = 0  # how much lower than the gateway it runs (Unix nice)
+    urgent: bool = False  # kept at nice 0 for urgent streams (Urgency.URGENT)
 
 
 @dataclass(slots=True)
@@ -40,6 +60,7 @@ class Seat:
     index: int
     spec: EngineSpec
     handle: WorkerHandle
+    urgent: bool = False  # kept for urgent streams, at nice 0 (``urgent_seats``)
     restarts: int = 0
     assigned: int = 0
     stopped: anyio.Event | None = None  # set when its supervisor has ended
@@ -63,7 +84,42 @@ class Seat:
             restarts=self.restarts,
             provider=self.handle.ready.provider if self.handle.ready else None,
             gpu_memory_bytes=self.handle.gpu_memory_bytes,
+            nice=self.handle.nice,
+            urgent=self.urgent,
         )
+
+
+def urgent_seats(settings: PoolSettings) -> int:
+    """How many of the pool's seats (the first ones) are kept at nice 0 for urgent streams:
+    ``urgent_workers`` of a niced pool, but never every seat (background work must have
+    one that runs niced, or it would take the partials' cores); none where the pool is not
+    niced, whose seats all take either class."""
+    if settings.worker_nice == 0:
+        return 0
+    return min(settings.urgent_workers, len(settings.worker_devices) - 1)
+
+
+def seat_nice(settings: PoolSettings, index: int) -> int:
+    """The nice value of seat ``index``'s worker: 0 for an urgent seat, else the pool's."""
+    return 0 if index < urgent_seats(settings) else settings.worker_nice
+
+
+def choose_seat(seats: Sequence[Seat], urgency: Urgency) -> Seat:
+    """The seat a new stream of ``urgency`` goes to: the least loaded ready seat of its
+    class (fewest open streams, then fewest given so far).
+
+    A stream goes to a seat of the other class only when its own class has no seat ready
+    (its workers are restarting): an urgent decode on a niced worker is slow, a background
+    one on a nice-0 worker takes cores from the partials for a while, and either is better
+    than failing the session. Not otherwise: an urgent stream does not borrow an idle
+    niced seat, where it would run behind every stream's chunks; it waits for its own
+    seat's step, whose next one takes it with every other urgent stream waiting.
+    """
+    ready = [s for s in seats if s.handle.state is WorkerState.READY]
+    if not ready:
+        raise OverCapacityError("no worker is ready (all are starting or restarting)")
+    own = [s for s in ready if s.urgent is (urgency is Urgency.URGENT)]
+    return min(own or ready, key=lambda s: (len(s.handle.streams), s.assigned))
 
 
 def seats_health(seats: Sequence[Seat], unhealthy_after_s: float) -> str | None:

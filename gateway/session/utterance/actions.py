@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gateway.audio.segment import Speech
 from gateway.funasr.results import ResultFrames
 from shared.messages import StreamOptions
+from workers.pool import Urgency
 
 Pcm = bytes | bytearray | memoryview
 
@@ -36,8 +37,12 @@ class StreamRef:
 
 @dataclass(frozen=True, slots=True)
 class OpenStream:
+    """``urgency``: whether someone waits for the stream's result now (a 2pass utterance's
+    last sentence), which a niced offline pool serves at nice 0 (``workers.pool.Urgency``)."""
+
     stream: StreamRef
     options: StreamOptions
+    urgency: Urgency = Urgency.BACKGROUND
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,9 @@ sentence's streaming pass starts afresh; its partials do not wait for the offlin
 before it (``gateway.funasr.two_pass_frames``: the order of the frames, and why FunASR's
 clients still show every text once). The offline pass starts ASR_SENTENCE_PREROLL_MS
 before the sentence's detected speech (all of it when none was detected), as FunASR's
-2pass skips the silence before a sentence.
+2pass skips the silence before a sentence. The last sentence's offline pass is urgent (its
+result is the final, which the client waits for); in a niced offline pool the earlier ones
+run niced (``workers.pool.Urgency``; docs/workers.md, "Priorities").
 
 The same sentences, without the offline pass, are the ``online`` mode of a model that
 decodes each speech region again as it grows (``EngineCapabilities.regions``: streaming
@@ -41,6 +43,7 @@ from gateway.session.utterance.actions import (
 )
 from gateway.session.utterance.base import Utterance, UtteranceSettings
 from shared.messages import SAMPLE_RATE, StreamOptions
+from workers.pool import Urgency
 
 
 class TwoPass(Utterance):
@@ -158,8 +161,11 @@ class TwoPass(Utterance):
             )
             streams = (offline, speaker)
             speaker_actions = [OpenStream(speaker, regions), FinishStream(speaker, audio)]
+        # The last sentence's result is the final, which the client waits for now; the
+        # earlier ones' may come behind the partials (a niced offline pool's two classes).
+        urgency = Urgency.URGENT if last else Urgency.BACKGROUND
         actions += [
-            OpenStream(offline, self.config.stream_options()),
+            OpenStream(offline, self.config.stream_options(), urgency),
             *speaker_actions[:1],
             RelayResults(streams, frames, last=last),
             FinishStream(offline, audio),

@@ -28,7 +28,7 @@ from tests.helpers.session_harness import (
     harness_serving,
     served,
 )
-from workers.pool import WorkerPool
+from workers.pool import Urgency, WorkerPool
 
 pytestmark = pytest.mark.anyio
 
@@ -202,7 +202,9 @@ class _Unanswered(EchoStream):
 
 
 class _SlowPool(EchoPool):
-    def open_stream(self, options: StreamOptions | None = None) -> EchoStream:
+    def open_stream(
+        self, options: StreamOptions | None = None, urgency: Urgency = Urgency.BACKGROUND
+    ) -> EchoStream:
         stream = _Unanswered(len(self.streams), options or StreamOptions())
         self.streams.append(stream)
         return stream

@@ -21,6 +21,7 @@ from gateway.session.pipeline import Pipeline
 from gateway.session.serving import Serving
 from tests.helpers.fake_pool import fake_model
 from tests.helpers.utterance import SETTINGS, loud, quiet
+from workers.pool import Urgency
 
 pytestmark = pytest.mark.anyio
 
@@ -137,4 +138,27 @@ async def test_offline_frames_keep_sentence_order_and_the_final_comes_last() -> 
         ]
         assert [f["is_final"] for f in frames] == [False, False, False, False, True]
         assert session.done == 1
+        session.events_in.close()
+
+
+async def test_the_last_sentence_is_decoded_as_urgent_the_earlier_ones_as_background() -> None:
+    """What the pool is asked for: a niced offline pool decodes the final at nice 0."""
+    session = Session()
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.pipeline.forward)
+        group.start_soon(session.pipeline.write)
+        await session.events_in.send(ConfigReceived(CONFIG))
+        await session.events_in.send(AudioReceived(loud(600) + quiet(300) + loud(120)))
+        await session.events_in.send(EndOfUtterance())
+        for number in range(2):
+            await wait_all_tasks_blocked()
+            session.streaming.streams[number].give(f"p{number}", final=True)
+        await wait_all_tasks_blocked()
+        assert [s.urgency for s in session.offline.streams] == [
+            Urgency.BACKGROUND,
+            Urgency.URGENT,
+        ]
+        for number, stream in enumerate(session.offline.streams):
+            stream.give(f"S{number}.", final=True)
+        assert texts(await session.frames())[-1] == ("2pass-offline", "S1.", False)
         session.events_in.close()

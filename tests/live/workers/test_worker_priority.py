@@ -1,5 +1,5 @@
-"""The offline pool's workers run at a lower priority than the streaming pool's; each
-pool's runtime."""
+"""The offline pool's workers run at a lower priority than the streaming pool's, but for
+those kept at nice 0 for urgent streams, which serve those; each pool's runtime."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from gateway.settings import GatewaySettings
 from shared.engines import Role
 from shared.settings import PoolSettings
-from workers.pool import WorkerPool
+from workers.pool import Urgency, WorkerPool
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,9 @@ def autogroup_nice(pid: int) -> int | None:
 
 async def test_a_pools_workers_run_at_its_nice_value_and_so_does_their_session() -> None:
     own = os.nice(0)
-    settings = PoolSettings(model="checksum", devices=("cpu", "cpu"), worker_nice=7)
+    settings = PoolSettings(
+        model="checksum", devices=("cpu", "cpu"), worker_nice=7, urgent_workers=0
+    )
     async with WorkerPool(settings) as pool:
         for worker in pool.status():
             assert worker.pid is not None
@@ -46,6 +48,30 @@ async def test_workers_run_at_the_gateways_priority_by_default() -> None:
         assert niceness(worker.pid) == own
 
 
+async def test_an_urgent_stream_is_served_at_nice_0_while_background_ones_run_niced() -> None:
+    own = os.nice(0)
+    settings = PoolSettings(model="checksum", devices=("cpu",) * 3, worker_nice=7)
+    async with WorkerPool(settings) as pool:
+        pids = [worker.pid for worker in pool.status()]
+        assert [(w.nice, w.urgent) for w in pool.status()] == [(0, True), (7, False), (7, False)]
+        # Background streams take the niced workers, the idle nice-0 one left alone ...
+        background = [pool.open_stream() for _ in range(4)]
+        for stream in background:
+            await stream.send(bytes(1920))
+            await stream.receive()  # decoded: the worker is serving it
+        assert {stream.worker_index for stream in background} == {1, 2}
+        # ... and an urgent one, while they are open, goes to it.
+        async with pool.open_stream(urgency=Urgency.URGENT) as urgent:
+            await urgent.finish(bytes(1920))
+            async for result in urgent:
+                assert result.is_final
+        assert urgent.worker_index == 0
+        served_at = {index: niceness(pid) for index, pid in enumerate(pids) if pid is not None}
+        assert served_at == {0: own, 1: own + 7, 2: own + 7}
+        for stream in background:
+            await stream.aclose()
+
+
 def test_asr_offline_nice_sets_the_offline_pools_nice_value() -> None:
     env = {"ASR_MODEL": "checksum", "ASR_OFFLINE_MODEL": "checksum"}
     offline = GatewaySettings.from_env(env).companions.get(Role.OFFLINE)
@@ -54,7 +80,7 @@ def test_asr_offline_nice_sets_the_offline_pools_nice_value() -> None:
     assert GatewaySettings.from_env(env).pool.worker_nice == 0
     tuned = GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "3"}).companions.get(Role.OFFLINE)
     assert tuned is not None
-    assert tuned.worker_nice == 3
+    assert (tuned.worker_nice, tuned.urgent_workers) == (3, 1)  # one kept at 0 by default
     with pytest.raises(ValueError, match="ASR_OFFLINE_NICE"):
         GatewaySettings.from_env({**env, "ASR_OFFLINE_NICE": "20"})
 

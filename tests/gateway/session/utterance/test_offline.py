@@ -28,6 +28,7 @@ from gateway.session.utterance.actions import (
 from shared.errors import ProtocolError
 from shared.messages import Decoded, SentenceStamp, SpeakerTurn, StreamResult
 from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened
+from workers.pool import Urgency
 
 CONFIG = SessionConfig(mode="offline", wav_name="w", hotwords=("阿里巴巴",))
 
@@ -63,6 +64,9 @@ def test_the_end_decodes_the_whole_utterance_in_one_stream() -> None:
     assert relay.frames.final
     assert audio_of(actions, stream) == pcm
     assert actions[-1] == ReleaseAudio(len(pcm))
+    # Whole audio may wait behind the streams' chunks in a niced offline pool (its
+    # ASR_OFFLINE_NICE says so); the nice-0 seats are kept for the 2pass finals.
+    assert open_stream.urgency is Urgency.BACKGROUND
 
 
 def test_hotwords_changed_mid_utterance_decode_at_its_end() -> None:

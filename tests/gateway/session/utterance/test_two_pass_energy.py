@@ -8,9 +8,17 @@ from dataclasses import replace
 from gateway.funasr.config import SessionConfig
 from gateway.funasr.results import Partials, WholeText
 from gateway.session.utterance import utterance_for
-from gateway.session.utterance.actions import Action, HoldAudio, Pool, RelayResults, ReleaseAudio
+from gateway.session.utterance.actions import (
+    Action,
+    HoldAudio,
+    OpenStream,
+    Pool,
+    RelayResults,
+    ReleaseAudio,
+)
 from shared.messages import Decoded, StreamResult
 from tests.helpers.utterance import SETTINGS, audio_of, loud, names, opened, quiet
+from workers.pool import Urgency
 
 CONFIG = SessionConfig(mode="2pass", chunk_size=(0, 1, 5))  # 1920-byte chunks
 SENTENCE_END = [
@@ -65,6 +73,18 @@ def test_a_pause_ends_a_sentence_exactly_where_the_endpointer_puts_it() -> None:
     last = passes[-1].frames
     assert isinstance(last, WholeText)
     assert last.final
+
+
+def test_only_the_last_sentences_offline_pass_is_urgent() -> None:
+    """The final after the end of input is what a client waits for: a niced offline pool
+    decodes that sentence at nice 0, the ones before it (and every streaming pass) niced."""
+    utterance = utterance_for(CONFIG, SETTINGS, vad=False)
+    actions = utterance.start() + utterance.audio(loud(600) + quiet(300) + loud(600) + quiet(300))
+    actions += utterance.audio(loud(300)) + utterance.end()
+    opening = [a for a in actions if isinstance(a, OpenStream)]
+    offline = [a.urgency for a in opening if a.stream.pool is Pool.WHOLE]
+    assert offline == [Urgency.BACKGROUND, Urgency.BACKGROUND, Urgency.URGENT]
+    assert {a.urgency for a in opening if a.stream.pool is Pool.STREAMING} == {Urgency.BACKGROUND}
 
 
 def test_offline_passes_are_relayed_behind_the_next_sentences_partials() -> None:
