@@ -100,13 +100,34 @@ _FIRST_IMPORTS = threading.Lock()
 _SYNTHETIC = re.compile(r"synthetic(?:-(?P<build>[a-z]+))?:(?P<size>.*)")
 
 
+def unbuilt_synthetic(model: str, cache_dir: str, role: Role = Role.STREAMING) -> KindRow | None:
+    """The kind of the synthetic build ``model`` names, where the cache does not hold it
+    yet (``None`` for anything else: a built one, a directory, a hub id, a bad name, which
+    :func:`resolve_model` reports)."""
+    synthetic = _SYNTHETIC.fullmatch(model)
+    if synthetic is None:
+        return None
+    build = synthetic["build"] or default_build(role)
+    size = synthetic["size"]
+    if build is None or size not in ("tiny", "large"):
+        return None
+    if (synthetic_dir(Path(cache_dir), build, size) / "model.pt").is_file():
+        return None
+    return next((kind for kind in kinds_for(role) if build in kind.synthetic), None)
+
+
+def synthetic_dir(cache_dir: Path, build: str, size: str, seed: int = 0) -> Path:
+    """Where the cache holds a synthetic build."""
+    return cache_dir / f"synthetic-{build}-{size}-seed{seed}"
+
+
 def ensure_synthetic(cache_dir: Path, kind: str, size: ModelSize, seed: int = 0) -> Path:
     """Build the synthetic model into the cache unless it is already there.
 
     A build that cannot be written (a full disk, a read-only cache) raises
     :class:`WorkerLoadError` naming the directory and the cause, and leaves nothing.
     """
-    target = cache_dir / f"synthetic-{kind}-{size}-seed{seed}"
+    target = synthetic_dir(cache_dir, kind, size, seed)
     if (target / "model.pt").is_file():
         return target
     try:

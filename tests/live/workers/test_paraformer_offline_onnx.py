@@ -108,8 +108,8 @@ def test_export_writes_both_precisions_once(exported: Path) -> None:
     model = OfflineOnnxFiles.of(exported, "fp32").model
     before = model.stat().st_mtime_ns
     started = time.monotonic()
-    # What the pool's ensure_onnx_export runs when up_to_date says no: the command finds
-    # the offline directory's export, and only checks it.
+    # The export command (what the pool's workers.models.ready runs in-process) finds the
+    # offline directory's export, and only checks it.
     subprocess.run(
         [sys.executable, "-m", "workers.models.export", str(exported), "--int8"],
         check=True,

@@ -28,9 +28,11 @@ every worker of the model shares, unless the worker was started with ``mapped_we
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,18 @@ def use_mapped_weights(mapped: bool) -> None:
     says so once, from its ``EngineSpec``, before its engine loads)."""
     global _mapped_weights
     _mapped_weights = mapped
+
+
+@contextlib.contextmanager
+def own_weights() -> Iterator[None]:
+    """Sessions opened in the block hold their own weights: an export's passing sessions
+    (its int8 calibration) would otherwise leave mapped copies of graphs no worker opens."""
+    global _mapped_weights
+    previous, _mapped_weights = _mapped_weights, False
+    try:
+        yield
+    finally:
+        _mapped_weights = previous
 
 
 class GpuUnavailable(RuntimeError):

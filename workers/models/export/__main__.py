@@ -4,8 +4,9 @@
 
 An offline model (a Paraformer, SenseVoiceSmall) goes to ``workers.models.export.offline``,
 a streaming Paraformer to ``workers.models.export.paraformer`` (``--qdq``: the int8 form
-OpenVINO reads). Every gateway start with an ONNX engine runs it; an export up to date is
-found and left as it is.
+OpenVINO reads): ``workers.models.export.dispatch``. An export up to date is found and left
+as it is. The gateway runs the same exports through ``workers.models.ready``, which also
+builds a synthetic model first and makes the workers' mapped copies.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from workers.models.export import offline as export_offline
-from workers.models.export import paraformer as export_paraformer
+from workers.models.export.dispatch import export_model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,16 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.model_dir} is not a FunASR model directory", file=sys.stderr)
         return 2
     started = time.monotonic()
-    if export_offline.is_offline_model_dir(args.model_dir):  # a whole-utterance Paraformer
-        try:
-            offline = export_offline.export_offline(args.model_dir, args.int8, args.threads)
-        except ValueError as exc:  # a class it does not export
-            print(exc, file=sys.stderr)
-            return 2
-        print(f"{offline.model} ready in {time.monotonic() - started:.1f} s")
-        return 0
-    files = export_paraformer.export(args.model_dir, args.int8, args.threads, qdq=args.qdq)
-    print(f"{files.encoder} and {files.decoder} ready in {time.monotonic() - started:.1f} s")
+    try:
+        graphs = export_model(args.model_dir, args.int8, args.threads, args.qdq)
+    except ValueError as exc:  # a class it does not export
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"{' and '.join(map(str, graphs))} ready in {time.monotonic() - started:.1f} s")
     return 0
 
 

@@ -29,6 +29,7 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,17 @@ from workers.models.export.common import _write_atomically as _write_atomically
 from workers.models.export.common import load_for_export, quantize_matmuls
 
 
-def export(model_dir: Path, int8: bool = False, threads: int = 2, qdq: bool = False) -> OnnxFiles:
+def export(
+    model_dir: Path,
+    int8: bool = False,
+    threads: int = 2,
+    qdq: bool = False,
+    written: Callable[[Path], None] | None = None,
+) -> OnnxFiles:
     """Export (or find up to date) the fp32 graphs, and the int8 ones when asked: ORT's
-    QOperator int8, or with ``qdq`` the QDQ int8 that OpenVINO reads."""
+    QOperator int8, or with ``qdq`` the QDQ int8 that OpenVINO reads. ``written`` is told
+    each graph of the asked precision as soon as it is in place, while the export goes on
+    (``workers.models.ready`` starts its mapped copy then)."""
     precision: Precision = "int8" if int8 else "fp32"
     if up_to_date(model_dir, precision, qdq):
         return OnnxFiles.of(model_dir, precision, qdq)
@@ -61,9 +70,9 @@ def export(model_dir: Path, int8: bool = False, threads: int = 2, qdq: bool = Fa
         for stale in (OnnxFiles.of(model_dir, "int8", form) for form in (False, True)):
             stale.encoder.unlink(missing_ok=True)  # made from the graphs about to be replaced
             stale.decoder.unlink(missing_ok=True)
-        _export_fp32(model_dir, fp32, threads)
+        _export_fp32(model_dir, fp32, threads, None if int8 else written)
     if int8:
-        _quantize(model_dir, fp32, OnnxFiles.of(model_dir, "int8", qdq), qdq)
+        _quantize(model_dir, fp32, OnnxFiles.of(model_dir, "int8", qdq), qdq, written)
     manifest = {
         "format": FORMAT_VERSION,
         "source": source_fingerprint(model_dir),
@@ -75,7 +84,9 @@ def export(model_dir: Path, int8: bool = False, threads: int = 2, qdq: bool = Fa
     return OnnxFiles.of(model_dir, precision, qdq)
 
 
-def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
+def _export_fp32(
+    model_dir: Path, files: OnnxFiles, threads: int, written: Callable[[Path], None] | None
+) -> None:
     import torch
 
     model, kwargs = load_for_export(model_dir, threads)
@@ -112,6 +123,8 @@ def _export_fp32(model_dir: Path, files: OnnxFiles, threads: int) -> None:
                     dynamic_axes=axes,
                 )
                 os.replace(partial, path)
+            if written is not None:
+                written(path)
 
 
 def _save_inv_timescales(depth: int, directory: Path) -> None:
@@ -167,7 +180,13 @@ def _whole_cache_axes(decoder_model: Any) -> dict[str, dict[int, str]]:
     return {name: {0: "batch_size", 2: "cache_length"} for name in names}
 
 
-def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles, qdq: bool) -> None:
+def _quantize(
+    model_dir: Path,
+    fp32: OnnxFiles,
+    int8: OnnxFiles,
+    qdq: bool,
+    written: Callable[[Path], None] | None,
+) -> None:
     """Static int8 quantization of the MatMuls (QOperator, per-channel weights; with ``qdq``
     the QDQ form, s8 x s8, as OpenVINO's int8 kernels take it), with
     activation ranges calibrated on the model's own inputs: what the fp32 engine feeds its
@@ -180,6 +199,8 @@ def _quantize(model_dir: Path, fp32: OnnxFiles, int8: OnnxFiles, qdq: bool) -> N
         (fp32.decoder, int8.decoder, decoder_feeds),
     ):
         quantize_matmuls(source, target, feeds, qdq=qdq, signed_activations=qdq)
+        if written is not None:
+            written(target)
 
 
 def _calibration_feeds(model_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
