@@ -10,8 +10,8 @@ The pools run it in a child process (``workers.pool.prepare``): torch and funasr
 the gateway process, and one import of funasr (about 15 s on our 2-core machine) serves both
 the build and the export, which a build in the gateway and an export in a child each paid.
 The quick start's first start (BENCHMARKS.md, "The first start of the quick start's serve
-command") is mostly this process. Where it fails, the last line on stderr is the whole
-message the pool reports, and the exit status is 1.
+command") is mostly this process. Where it fails, it exits with ``REPORTED_FAILURE`` and
+its last line on stderr is the whole message the pool reports.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from workers.engines.kinds import ENGINES
 from workers.engines.runtime.mapped_copy import mapped_copy
 from workers.models.export.dispatch import export_model
 from workers.models.resolve import resolve_model
+
+# The exit status that says the last line on stderr is the failure's one-line message (a
+# crash's traceback also ends with 1).
+REPORTED_FAILURE = 3
 
 
 class MappedCopies:
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except WorkerLoadError as exc:
         print(exc.message, file=sys.stderr)
-        return 1
+        return REPORTED_FAILURE
     return 0
 
 

@@ -18,6 +18,7 @@ from workers.engines.kinds import ENGINES, KindRow
 from workers.engines.runtime.onnx_files import punc_up_to_date, up_to_date
 from workers.engines.runtime.onnx_session import missing_runtime
 from workers.ipc.os_error import describe
+from workers.models.ready import REPORTED_FAILURE
 from workers.models.resolve import ResolvedModel, resolve_model, unbuilt_synthetic
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ async def _ready_in_child(model: str, engine: EngineName, settings: PoolSettings
     arguments += ["--int8"] * (settings.onnx_precision == "int8")
     cpu_workers = any(device == "cpu" for device in settings.worker_devices)
     arguments += ["--mapped"] * (settings.onnx_mapped_weights and cpu_workers)
-    await _in_child(f"making {model} ready", arguments, says_whole=True)
+    await _in_child(f"making {model} ready", arguments, whole_message_status=REPORTED_FAILURE)
 
 
 def users_model(settings: PoolSettings) -> ResolvedModel:
@@ -132,10 +133,12 @@ async def ensure_punctuation_export(model_dir: str) -> None:
     )
 
 
-async def _in_child(what: str, arguments: list[str], says_whole: bool = False) -> None:
+async def _in_child(
+    what: str, arguments: list[str], whole_message_status: int | None = None
+) -> None:
     """``python ARGUMENTS`` run to its end; a failure raises :class:`WorkerLoadError` with
-    the last line it wrote on stderr, after "WHAT failed: " unless the child ``says_whole``
-    message there itself."""
+    the last line it wrote on stderr: as it is where it exited with ``whole_message_status``
+    (the child's own one-line message), else after "WHAT failed: "."""
     try:
         result = await anyio.run_process([sys.executable, *arguments], check=False)
     except OSError as exc:  # no descriptor for its pipes, no memory to fork
@@ -143,4 +146,5 @@ async def _in_child(what: str, arguments: list[str], says_whole: bool = False) -
     if result.returncode != 0:
         lines = result.stderr.decode(errors="replace").strip().splitlines()
         last = lines[-1] if lines else f"exit status {result.returncode}"
-        raise WorkerLoadError(last if says_whole and lines else f"{what} failed: {last}")
+        whole = result.returncode == whole_message_status and lines
+        raise WorkerLoadError(last if whole else f"{what} failed: {last}")
